@@ -1,0 +1,19 @@
+"""Checkers for the book's coding exercises.
+
+Each ``check_*`` function takes the learner's function, runs it on fixed and random cases against
+the package's reference, and returns a ``Verdict`` that reads as a short sentence in the notebook.
+"""
+
+from attnbook.exercises._harness import Verdict
+from attnbook.exercises.ch01 import (
+    check_analogy,
+    check_cosine_similarity,
+    check_pairwise_cosine_similarity,
+)
+
+__all__ = [
+    "Verdict",
+    "check_analogy",
+    "check_cosine_similarity",
+    "check_pairwise_cosine_similarity",
+]

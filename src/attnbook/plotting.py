@@ -1,0 +1,100 @@
+"""Figures the chapters share. Every function draws on a Matplotlib ``Axes`` and labels it fully."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+
+
+def draw_vectors(
+    ax: Axes,
+    vectors: Sequence[np.ndarray],
+    labels: Sequence[str],
+    colors: Sequence[str] | None = None,
+    limit: float | None = None,
+) -> Axes:
+    """Draw 2-D vectors as arrows from the origin, each labelled at its tip (chapter 1)."""
+    colors = colors or [f"C{i}" for i in range(len(vectors))]
+    for vec, label, color in zip(vectors, labels, colors, strict=True):
+        ax.annotate(
+            "", xy=(vec[0], vec[1]), xytext=(0, 0),
+            arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2},
+        )
+        ax.text(vec[0] * 1.08, vec[1] * 1.08, label, color=color, fontsize=12, ha="center")
+    lim = limit or 1.25 * max(float(np.abs(v).max()) for v in vectors)
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_aspect("equal")
+    ax.axhline(0, color="0.8", lw=0.8, zorder=0)
+    ax.axvline(0, color="0.8", lw=0.8, zorder=0)
+    ax.set_xlabel("first coordinate")
+    ax.set_ylabel("second coordinate")
+    return ax
+
+
+def plot_points(ax: Axes, points: np.ndarray, labels: Sequence[str], xlabel: str, ylabel: str) -> Axes:
+    """Scatter labelled 2-D points, shape ``(n, 2)``: embeddings seen as points (chapter 1)."""
+    ax.scatter(points[:, 0], points[:, 1], color="C0")
+    for (x, y), label in zip(points, labels, strict=True):
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, -12), fontsize=10)
+    ax.margins(0.15)  # room for the labels of the outermost points
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def plot_matrix(
+    ax: Axes,
+    M: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    title: str,
+    colorbar_label: str,
+    cmap: str = "RdBu_r",
+    vmin: float | None = -1.0,
+    vmax: float | None = 1.0,
+    annotate: bool = True,
+) -> Axes:
+    """Heatmap of a matrix, shape ``(n, m)``, with labelled rows, columns and colour bar."""
+    im = ax.imshow(M, cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_xticks(range(M.shape[1]), col_labels, rotation=45, ha="right")
+    ax.set_yticks(range(M.shape[0]), row_labels)
+    if annotate:
+        # White text on the darkest cells, black elsewhere, so every number stays readable.
+        lo = M.min() if vmin is None else vmin
+        hi = M.max() if vmax is None else vmax
+        for i in range(M.shape[0]):
+            for j in range(M.shape[1]):
+                level = (M[i, j] - lo) / (hi - lo) if hi > lo else 0.5
+                dark = level > 0.8 or (cmap == "RdBu_r" and level < 0.2)
+                ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if dark else "black")
+    ax.set_title(title)
+    plt.colorbar(im, ax=ax, label=colorbar_label, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_dot_vs_cosine(ax_dot: Axes, ax_cos: Axes, lengths: Sequence[float] = (0.5, 1.0, 2.0)) -> None:
+    """Dot product and cosine similarity of a unit vector u and a vector v, against their angle.
+
+    One curve per length of v: the dot product scales with the length, the cosine does not
+    (chapter 1; the static companion of ``attnbook.widgets.dot_vs_cosine``).
+    """
+    angles = np.linspace(0, 180, 181)
+    for length in lengths:
+        ax_dot.plot(angles, length * np.cos(np.radians(angles)), label=f"|v| = {length:g}")
+        ax_cos.plot(angles, np.cos(np.radians(angles)), label=f"|v| = {length:g}",
+                    lw=6 - 2 * lengths.index(length), alpha=0.6)
+    for ax, name in ((ax_dot, "dot product u · v"), (ax_cos, "cosine similarity")):
+        ax.axhline(0, color="0.7", lw=0.8)
+        ax.set_xlabel("angle between u and v (degrees)")
+        ax.set_ylabel(name)
+        ax.set_xticks(range(0, 181, 45))
+        ax.grid(alpha=0.3)
+        ax.legend()
+    ax_dot.set_title("dot product: grows with |v|")
+    ax_cos.set_title("cosine: depends on the angle only")

@@ -1,0 +1,54 @@
+"""Figures are labelled and show what they claim; the widget recomputes when a slider moves."""
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from attnbook.plotting import draw_vectors, plot_dot_vs_cosine, plot_matrix, plot_points
+from attnbook.widgets import dot_vs_cosine
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def assert_labelled(ax):
+    assert ax.get_xlabel() and ax.get_ylabel(), "every axis needs a label"
+
+
+def test_static_plots_are_labelled():
+    fig, axes = plt.subplots(2, 3)
+    draw_vectors(axes[0, 0], [np.array([1.0, 0.0]), np.array([0.0, 2.0])], ["u", "v"])
+    plot_points(axes[0, 1], np.array([[0.0, 1.0], [1.0, 0.0]]), ["a", "b"], "x feature", "y feature")
+    plot_dot_vs_cosine(axes[1, 0], axes[1, 1])
+    for ax in (axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]):
+        assert_labelled(ax)
+    plot_matrix(axes[0, 2], np.eye(2), ["r1", "r2"], ["c1", "c2"], "identity", "value")
+    assert [t.get_text() for t in axes[0, 2].get_xticklabels()] == ["c1", "c2"]
+    assert fig.axes[-1].get_ylabel() == "value"  # the colour bar
+
+
+def test_dot_vs_cosine_curves_show_length_in_dot_but_not_in_cosine():
+    fig, (ax_dot, ax_cos) = plt.subplots(1, 2)
+    plot_dot_vs_cosine(ax_dot, ax_cos, lengths=(0.5, 2.0))
+    dot_curves = [line.get_ydata() for line in ax_dot.get_lines() if len(line.get_ydata()) > 2]
+    cos_curves = [line.get_ydata() for line in ax_cos.get_lines() if len(line.get_ydata()) > 2]
+    assert [round(float(c[0]), 6) for c in dot_curves] == [0.5, 2.0]  # at angle 0, dot = |v|
+    np.testing.assert_allclose(cos_curves[0], cos_curves[1])
+    assert cos_curves[0][0] == pytest.approx(1.0) and cos_curves[0][-1] == pytest.approx(-1.0)
+
+
+def test_dot_vs_cosine_widget_recomputes_on_slider_change():
+    box = dot_vs_cosine()
+    angle, length, out = box.children
+    assert isinstance(angle, widgets.FloatSlider) and isinstance(length, widgets.FloatSlider)
+    assert isinstance(out, widgets.Output)
+    assert (angle.min, angle.max) == (0.0, 180.0) and length.min > 0
+    angle.value = 90.0
+    assert plt.gcf().axes[0].get_title() == "u · v = 0.00    cos(u, v) = 0.00"
+    angle.value = 0.0
+    length.value = 2.0
+    assert plt.gcf().axes[0].get_title() == "u · v = 2.00    cos(u, v) = 1.00"

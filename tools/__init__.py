@@ -1,0 +1,1 @@
+"""Authoring tools: badges and setup cells, student versions, re-execution (see CONTRIBUTING.md)."""

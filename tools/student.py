@@ -1,0 +1,99 @@
+"""Write the student version of every chapter into ``notebooks/student/``.
+
+A student version is its chapter with the solutions taken out and the outputs cleared:
+
+- code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes ``# YOUR CODE HERE``, the
+  block's ``### HINT:`` lines as comments, and ``raise NotImplementedError``; such blocks sit inside
+  a function body, so defining the function works and its checker reports "not attempted yet";
+- markdown cells holding a ``{solution}`` directive (or its gated ``solution-start`` and
+  ``solution-end`` markers) and cells tagged ``solution`` are removed;
+- the Colab badge points at the student file.
+
+Usage: ``python -m tools.student [notebooks/NN_name.ipynb ...]`` (default: every chapter).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+from tools import badges
+from tools.notebooks import chapter_notebooks, read, student_path, tags, write
+
+BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "### HINT:"
+SOLUTION_DIRECTIVE = re.compile(r"^\s*(:{3,}|`{3,})\{solution(-start|-end)?\}", re.MULTILINE)
+
+
+class SolutionMarkerError(ValueError):
+    """A solution block that cannot be turned into an exercise stub."""
+
+
+def strip_solutions(source: str, where: str) -> str:
+    """Replace each marked solution block in ``source`` with a hint and a ``raise``."""
+    out: list[str] = []
+    block: list[str] | None = None
+    indent = ""
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if block is not None:
+                raise SolutionMarkerError(f"{where}: {BEGIN} inside another solution block")
+            indent = line[: len(line) - len(line.lstrip())]
+            if not indent:
+                raise SolutionMarkerError(
+                    f"{where}: a solution block must sit inside a function body; "
+                    "tag a cell that is a solution as a whole with 'solution' instead"
+                )
+            block = []
+        elif stripped == END:
+            if block is None:
+                raise SolutionMarkerError(f"{where}: {END} without {BEGIN}")
+            hints = [h.strip()[len(HINT):].strip() for h in block if h.strip().startswith(HINT)]
+            out.append(f"{indent}# YOUR CODE HERE")
+            out.extend(f"{indent}# Hint: {h}" for h in hints)
+            out.append(f"{indent}raise NotImplementedError")
+            block = None
+        elif block is not None:
+            block.append(line)
+        else:
+            out.append(line)
+    if block is not None:
+        raise SolutionMarkerError(f"{where}: {BEGIN} without {END}")
+    return "\n".join(out)
+
+
+def is_solution_cell(cell: nbformat.NotebookNode) -> bool:
+    if "solution" in tags(cell):
+        return True
+    return cell.cell_type == "markdown" and bool(SOLUTION_DIRECTIVE.search(cell.source))
+
+
+def make_student(chapter: Path) -> nbformat.NotebookNode:
+    """The student version of ``chapter``, as a notebook object."""
+    nb = read(chapter)
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        if is_solution_cell(cell):
+            continue
+        if cell.cell_type == "code":
+            cell.source = strip_solutions(cell.source, f"{chapter.name}, cell {i}")
+            cell.outputs = []
+            cell.execution_count = None
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata.pop("widgets", None)
+    return badges.apply(nb, student_path(chapter), student=True)
+
+
+def main(paths: list[str]) -> None:
+    chapters = [Path(p).resolve() for p in paths] or chapter_notebooks()
+    for chapter in chapters:
+        write(make_student(chapter), student_path(chapter))
+        print(f"student: {student_path(chapter).relative_to(chapter.parent.parent)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
