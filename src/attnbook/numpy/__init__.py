@@ -4,6 +4,8 @@ Every function here has a twin of the same name and signature in ``attnbook.torc
 concept exists there too.
 """
 
+from attnbook.numpy.attention import masked_softmax, scaled_dot_product_attention, single_query_attention
+from attnbook.numpy.lookup import soft_lookup
 from attnbook.numpy.similarity import (
     analogy,
     cosine_similarity,
@@ -11,5 +13,17 @@ from attnbook.numpy.similarity import (
     nearest,
     pairwise_cosine_similarity,
 )
+from attnbook.numpy.softmax import softmax
 
-__all__ = ["analogy", "cosine_similarity", "dot", "nearest", "pairwise_cosine_similarity"]
+__all__ = [
+    "analogy",
+    "cosine_similarity",
+    "dot",
+    "masked_softmax",
+    "nearest",
+    "pairwise_cosine_similarity",
+    "scaled_dot_product_attention",
+    "single_query_attention",
+    "soft_lookup",
+    "softmax",
+]

@@ -17,16 +17,7 @@ from attnbook._validate import (
     require_same_shape,
     shape_str,
 )
-
-
-def _as_float(name: str, x: ArrayLike) -> np.ndarray:
-    """Accept lists and integer arrays; compute in floating point."""
-    arr = np.asarray(x)
-    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{name} must hold numbers; got dtype {arr.dtype}")
-    if not np.issubdtype(arr.dtype, np.floating):
-        arr = arr.astype(np.float64)
-    return arr
+from attnbook.numpy._arrays import as_float as _as_float
 
 
 def _norms(name: str, x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,32 @@
+"""The softmax: from scores to weights that are positive and sum to one (chapter 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attnbook._validate import shape_str
+from attnbook.numpy._arrays import as_float
+
+
+def softmax(x: ArrayLike, axis: int = -1, temperature: float = 1.0) -> np.ndarray:
+    """Softmax of ``x / temperature`` along ``axis``, computed without overflow.
+
+    Shapes: the result has the shape of ``x``; every slice along ``axis`` is positive and sums
+    to 1. Subtracting the maximum first changes nothing mathematically (chapter 2 shows why) but
+    keeps ``exp`` from overflowing. Entries of ``-inf`` get weight 0; a slice that is entirely
+    ``-inf`` (every option ruled out) gets all zeros rather than NaN.
+    """
+    x = as_float("x", x)
+    if x.ndim == 0:
+        raise ValueError("softmax needs at least one axis to normalise over; got a scalar (shape ())")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of range for x of shape {shape_str(x.shape)}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive; got {temperature}")
+    z = x / temperature
+    top = np.max(z, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)  # an all -inf slice: shift by 0, exp gives zeros
+    e = np.exp(z - top)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
