@@ -98,3 +98,52 @@ def plot_dot_vs_cosine(ax_dot: Axes, ax_cos: Axes, lengths: Sequence[float] = (0
         ax.legend()
     ax_dot.set_title("dot product: grows with |v|")
     ax_cos.set_title("cosine: depends on the angle only")
+
+
+def plot_weights(ax: Axes, weights: np.ndarray, labels: Sequence[str], title: str) -> Axes:
+    """Bar chart of one distribution, shape ``(n,)``, such as a softmax output (chapter 2)."""
+    ax.bar(range(len(weights)), weights, color="C0")
+    for i, w in enumerate(weights):
+        ax.text(i, w + 0.02, f"{w:.2f}", ha="center", fontsize=9)
+    ax.set_xticks(range(len(weights)), labels)
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel("option")
+    ax.set_ylabel("weight")
+    ax.set_title(title)
+    return ax
+
+
+def plot_temperatures(ax: Axes, scores: np.ndarray, temperatures: Sequence[float]) -> Axes:
+    """Grouped bars: the softmax of ``scores`` at several temperatures (chapter 2)."""
+    from attnbook.numpy import softmax
+
+    n, k = len(scores), len(temperatures)
+    width = 0.8 / k
+    for j, t in enumerate(temperatures):
+        ax.bar(np.arange(n) + (j - (k - 1) / 2) * width, softmax(scores, temperature=t), width,
+               label=f"temperature {t:g}")
+    ax.set_xticks(range(n), [f"score {s:g}" for s in scores])
+    ax.set_xlabel("option (with its score)")
+    ax.set_ylabel("softmax weight")
+    ax.set_ylim(0, 1.05)
+    ax.legend()
+    return ax
+
+
+def plot_soft_lookup(
+    ax: Axes, keys: np.ndarray, values: np.ndarray, sharpnesses: Sequence[float],
+    xlabel: str = "query (key axis)", ylabel: str = "value",
+) -> Axes:
+    """The data as points and the soft lookup's answer for every query, one curve per sharpness."""
+    from attnbook.numpy import soft_lookup
+
+    grid = np.linspace(keys.min() - 0.2, keys.max() + 0.2, 300)
+    ax.scatter(keys, values, color="black", zorder=3, label="stored (key, value) pairs")
+    for s in sharpnesses:
+        answers, _ = soft_lookup(grid, keys, values, sharpness=s)
+        ax.plot(grid, answers, label=f"sharpness {s:g}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax

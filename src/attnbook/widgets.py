@@ -37,3 +37,84 @@ def dot_vs_cosine() -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"angle_deg": angle, "length_v": length})
     return widgets.VBox([angle, length, out])
+
+
+def _log_slider(description: str, value: float, low_exp: float, high_exp: float) -> widgets.FloatLogSlider:
+    return widgets.FloatLogSlider(
+        value=value, base=10, min=low_exp, max=high_exp, step=0.05, description=description,
+        continuous_update=False, style={"description_width": "initial"},
+    )
+
+
+def softmax_temperature(scores: np.ndarray | None = None) -> widgets.VBox:
+    """A slider for the temperature of a softmax over fixed scores (chapter 2).
+
+    Low temperatures pile all weight on the largest score (argmax); high ones spread it evenly.
+    """
+    from attnbook.numpy import softmax
+    from attnbook.plotting import plot_weights
+
+    scores = np.array([2.0, 1.0, 0.5, -1.0, 3.0]) if scores is None else np.asarray(scores, dtype=float)
+    temperature = _log_slider("temperature", 1.0, -1.5, 1.5)
+
+    def draw(t: float) -> None:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        plot_weights(ax, softmax(scores, temperature=t), [f"{s:g}" for s in scores],
+                     title=f"softmax(scores / {t:.2f})")
+        ax.set_xlabel("option, labelled by its score")
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"t": temperature})
+    return widgets.VBox([temperature, out])
+
+
+def soft_lookup_sharpness(keys: np.ndarray, values: np.ndarray, xlabel: str, ylabel: str) -> widgets.VBox:
+    """A slider for the sharpness of a soft lookup, and a query to look up (chapter 3).
+
+    The curve is the lookup's answer for every query; the bars under it are the weights the chosen
+    query gives each stored pair.
+    """
+    from attnbook.numpy import soft_lookup
+    from attnbook.plotting import plot_soft_lookup
+
+    sharpness = _log_slider("sharpness", 10.0, -1.0, 3.0)
+    query = _slider("query", float(np.round(np.median(keys), 1)), float(keys.min()), float(keys.max()), 0.05)
+
+    def draw(s: float, q: float) -> None:
+        fig, (ax, ax_w) = plt.subplots(2, 1, figsize=(6.5, 5.5), height_ratios=(2, 1), sharex=True)
+        plot_soft_lookup(ax, keys, values, [s], xlabel="", ylabel=ylabel)
+        answer, weights = soft_lookup(np.array([q]), keys, values, sharpness=s)
+        ax.plot([q], answer, "o", color="C3", ms=9, label=f"answer for query {q:.2f}: {answer[0]:.1f}")
+        ax.legend(loc="upper left")
+        ax.set_title(f"soft lookup at sharpness {s:.3g}")
+        ax_w.bar(keys, weights[0], width=0.04, color="C3")
+        ax_w.set_xlabel(xlabel)
+        ax_w.set_ylabel("weight")
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"s": sharpness, "q": query})
+    return widgets.VBox([sharpness, query, out])
+
+
+def attention_map_scaled_token(X: np.ndarray, labels: list[str], token: int) -> widgets.VBox:
+    """Parameter-free self-attention weights ``softmax(X X^T)``, with a slider that stretches one
+    token's vector (chapter 4): a long enough vector draws every token's attention to itself.
+    """
+    from attnbook.numpy import scaled_dot_product_attention
+    from attnbook.plotting import plot_matrix
+
+    factor = _slider(f"length factor of '{labels[token]}'", 1.0, 0.5, 4.0, 0.25)
+
+    def draw(f: float) -> None:
+        Xs = X.copy()
+        Xs[token] *= f
+        _, weights = scaled_dot_product_attention(Xs, Xs, Xs, scale=1.0)
+        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        plot_matrix(ax, weights, labels, labels, title=f"'{labels[token]}' stretched by {f:g}",
+                    colorbar_label="attention weight", cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_xlabel("key (attended to)")
+        ax.set_ylabel("query (attending)")
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"f": factor})
+    return widgets.VBox([factor, out])

@@ -10,10 +10,18 @@ from attnbook.exercises.ch01 import (
     check_cosine_similarity,
     check_pairwise_cosine_similarity,
 )
+from attnbook.exercises.ch02 import check_logsumexp, check_softmax
+from attnbook.exercises.ch03 import check_attend, check_soft_lookup
+from attnbook.exercises.ch04 import check_self_attention
 
 __all__ = [
     "Verdict",
     "check_analogy",
+    "check_attend",
     "check_cosine_similarity",
+    "check_logsumexp",
     "check_pairwise_cosine_similarity",
+    "check_self_attention",
+    "check_soft_lookup",
+    "check_softmax",
 ]

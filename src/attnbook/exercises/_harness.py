@@ -93,7 +93,12 @@ class Checker:
             return None
         message = f"{problem} (input: {case.label})."
         for mistake in self.mistakes:
-            if _compare(mistake.fn(*_copy(case.args)), got, self.atol, self.rtol) is None:
+            try:
+                with np.errstate(all="ignore"):
+                    typical = mistake.fn(*_copy(case.args))
+            except Exception:  # a typical mistake may crash where the learner's did not
+                continue
+            if _compare(typical, got, self.atol, self.rtol, equal_nan=True) is None:
                 return f"{message} Hint: {mistake.hint}"
         return message
 
@@ -114,7 +119,7 @@ def _fmt(x: Any) -> str:
     return repr(x)
 
 
-def _compare(expected: Any, got: Any, atol: float, rtol: float) -> str | None:
+def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False) -> str | None:
     """``None`` when ``got`` matches ``expected``, else a sentence saying how it differs."""
     if got is None:
         return "returned None (is a `return` statement missing?)"
@@ -135,7 +140,7 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float) -> str | None:
         )
     if np.isnan(got_arr).any() and not np.isnan(exp_arr).any():
         return f"returned NaN: {_fmt(got_arr if got_arr.ndim else float(got_arr))}"
-    if not np.allclose(got_arr, exp_arr, atol=atol, rtol=rtol):
+    if not np.allclose(got_arr, exp_arr, atol=atol, rtol=rtol, equal_nan=equal_nan):
         exp_show = exp_arr if exp_arr.ndim else float(exp_arr)
         got_show = got_arr if got_arr.ndim else float(got_arr)
         return f"wrong value: expected {_fmt(exp_show)}, got {_fmt(got_show)}"
