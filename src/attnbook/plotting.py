@@ -64,13 +64,11 @@ def plot_matrix(
     ax.set_xticks(range(M.shape[1]), col_labels, rotation=45, ha="right")
     ax.set_yticks(range(M.shape[0]), row_labels)
     if annotate:
-        # White text on the darkest cells, black elsewhere, so every number stays readable.
-        lo = M.min() if vmin is None else vmin
-        hi = M.max() if vmax is None else vmax
+        # White text on dark cells, black on light ones, judged by the colour actually drawn.
         for i in range(M.shape[0]):
             for j in range(M.shape[1]):
-                level = (M[i, j] - lo) / (hi - lo) if hi > lo else 0.5
-                dark = level > 0.8 or (cmap == "RdBu_r" and level < 0.2)
+                r, g, b, _ = im.cmap(im.norm(M[i, j]))
+                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
                 ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="white" if dark else "black")
     ax.set_title(title)

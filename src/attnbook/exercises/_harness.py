@@ -113,7 +113,7 @@ def _copy(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _fmt(x: Any) -> str:
     if isinstance(x, np.ndarray):
-        return np.array2string(np.round(x, 4), separator=", ", max_line_width=200)
+        return str(np.round(x, 4).tolist())  # one line, however many dimensions
     if isinstance(x, float):
         return f"{x:.4g}"
     return repr(x)
@@ -141,6 +141,15 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
     if np.isnan(got_arr).any() and not np.isnan(exp_arr).any():
         return f"returned NaN: {_fmt(got_arr if got_arr.ndim else float(got_arr))}"
     if not np.allclose(got_arr, exp_arr, atol=atol, rtol=rtol, equal_nan=equal_nan):
+        if exp_arr.size > 12:
+            # A big array in full would bury the message: point at the worst entry instead.
+            with np.errstate(invalid="ignore"):
+                worst = np.unravel_index(np.nanargmax(np.abs(got_arr - exp_arr)), exp_arr.shape)
+            where = tuple(int(i) for i in worst)
+            return (
+                f"wrong value at index {where}: expected {float(exp_arr[worst]):.4g}, "
+                f"got {float(got_arr[worst]):.4g}"
+            )
         exp_show = exp_arr if exp_arr.ndim else float(exp_arr)
         got_show = got_arr if got_arr.ndim else float(got_arr)
         return f"wrong value: expected {_fmt(exp_show)}, got {_fmt(got_show)}"
