@@ -23,8 +23,11 @@ def draw_vectors(
             "", xy=(vec[0], vec[1]), xytext=(0, 0),
             arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2},
         )
-        ax.text(vec[0] * 1.08, vec[1] * 1.08, label, color=color, fontsize=12, ha="center")
-    lim = limit or 1.25 * max(float(np.abs(v).max()) for v in vectors)
+        # Labels sit just beyond the tip, on the side away from the origin, so they do not cover arrows.
+        ax.annotate(label, (vec[0], vec[1]), textcoords="offset points", color=color, fontsize=12,
+                    xytext=(6 if vec[0] >= 0 else -6, 6 if vec[1] >= 0 else -14),
+                    ha="left" if vec[0] >= 0 else "right")
+    lim = limit or 1.6 * max(float(np.abs(v).max()) for v in vectors)
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
@@ -145,3 +148,24 @@ def plot_soft_lookup(
     ax.grid(alpha=0.3)
     ax.legend()
     return ax
+
+
+def plot_three_spaces(
+    axes: Sequence[Axes], e: np.ndarray, Z: np.ndarray, q: np.ndarray, K: np.ndarray,
+    V: np.ndarray, output: np.ndarray, alpha: np.ndarray,
+) -> None:
+    """Single-query attention in its three 2-D spaces (chapter 5).
+
+    ``axes``: three Axes. Input space: the token ``e`` and the context rows of ``Z``. Attention space:
+    ``q`` and the keys ``K``, each key labelled with its weight ``alpha``. Output space: the values
+    ``V`` and the output, their ``alpha``-weighted sum. All vectors are 2-D.
+    """
+    T = len(Z)
+    colors = [f"C{t + 1}" for t in range(T)]
+    draw_vectors(axes[0], [e, *Z], ["e", *[f"z{t + 1}" for t in range(T)]], ["C0", *colors])
+    axes[0].set_title("input space: e and its context z_t")
+    draw_vectors(axes[1], [q, *K], ["q", *[f"k{t + 1} (α={a:.2f})" for t, a in enumerate(alpha)]],
+                 ["C0", *colors])
+    axes[1].set_title("attention space: q · k_t decides α_t")
+    draw_vectors(axes[2], [*V, output], [*[f"v{t + 1}" for t in range(T)], "output"], [*colors, "black"])
+    axes[2].set_title("output space: output = Σ α_t v_t")

@@ -13,15 +13,18 @@ from attnbook.exercises.ch01 import (
 from attnbook.exercises.ch02 import check_logsumexp, check_softmax
 from attnbook.exercises.ch03 import check_attend, check_soft_lookup
 from attnbook.exercises.ch04 import check_self_attention
+from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
 
 __all__ = [
     "Verdict",
     "check_analogy",
     "check_attend",
+    "check_attention_columns",
     "check_cosine_similarity",
     "check_logsumexp",
     "check_pairwise_cosine_similarity",
     "check_self_attention",
+    "check_single_query_attention",
     "check_soft_lookup",
     "check_softmax",
 ]
