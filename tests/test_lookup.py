@@ -41,7 +41,8 @@ def test_vector_values():
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match=r"values must have shape \(n,\) or \(n, d_v\) with n = 4 keys; got shape \(3,\)"):
+    expected = r"values must have shape \(n,\) or \(n, d_v\) with n = 4 keys; got shape \(3,\)"
+    with pytest.raises(ValueError, match=expected):
         soft_lookup(np.array([1.0]), keys, values[:3])
     with pytest.raises(ValueError, match=r"queries must have 1 dimension.*got shape \(1, 1\)"):
         soft_lookup(np.array([[1.0]]), keys, values)

@@ -63,3 +63,15 @@ def test_bad_input():
         softmax(3.0)
     with pytest.raises(ValueError, match="must hold numbers; got dtype bool"):
         softmax(np.array([True, False]))
+
+
+def test_softmax_jacobian_matches_autograd():
+    s = torch.tensor(rng.normal(size=6), dtype=torch.float64)
+    expected = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, 0), s).numpy()
+    from attnbook.numpy import softmax_jacobian
+
+    np.testing.assert_allclose(softmax_jacobian(softmax(s.numpy())), expected, rtol=1e-10, atol=1e-14)
+    one_hot = softmax_jacobian(np.array([0.0, 1.0, 0.0]))
+    assert np.all(one_hot == 0)  # a saturated softmax passes no gradient
+    with pytest.raises(ValueError, match=r"one probability vector, shape \(n,\); got shape \(2, 2\)"):
+        softmax_jacobian(np.ones((2, 2)) / 2)

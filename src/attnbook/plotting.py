@@ -169,3 +169,21 @@ def plot_three_spaces(
     axes[1].set_title("attention space: q · k_t decides α_t")
     draw_vectors(axes[2], [*V, output], [*[f"v{t + 1}" for t in range(T)], "output"], [*colors, "black"])
     axes[2].set_title("output space: output = Σ α_t v_t")
+
+
+def plot_scaled_vs_unscaled(ax_raw: Axes, ax_scaled: Axes, d: int, n_keys: int = 12, seed: int = 0) -> None:
+    """Softmax weights of one random query over random keys in dimension ``d`` (chapter 6).
+
+    Entries are standard normal. Left: scores ``q . k``; right: ``q . k / sqrt(d)``. Without the
+    scaling the weights collapse onto one key as ``d`` grows; with it they keep the same spread.
+    """
+    from attnbook.numpy import softmax
+
+    rng = np.random.default_rng(seed)
+    q, K = rng.normal(size=d), rng.normal(size=(n_keys, d))
+    for ax, scores, name in ((ax_raw, K @ q, "q · k"), (ax_scaled, K @ q / np.sqrt(d), "q · k / √d")):
+        ax.bar(range(n_keys), softmax(scores), color="C0" if ax is ax_raw else "C1")
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("key")
+        ax.set_ylabel("softmax weight")
+        ax.set_title(f"d = {d}, scores {name}")

@@ -118,3 +118,20 @@ def attention_map_scaled_token(X: np.ndarray, labels: list[str], token: int) -> 
 
     out = widgets.interactive_output(draw, {"f": factor})
     return widgets.VBox([factor, out])
+
+
+def scaling_by_dimension() -> widgets.VBox:
+    """A slider for the dimension ``d``: softmax weights with and without dividing by sqrt(d) (chapter 6)."""
+    from attnbook.plotting import plot_scaled_vs_unscaled
+
+    exponent = widgets.IntSlider(value=2, min=0, max=10, description="log2 of the dimension d",
+                                 continuous_update=False, style={"description_width": "initial"})
+
+    def draw(k: int) -> None:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.3))
+        plot_scaled_vs_unscaled(a, b, 2**k)
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"k": exponent})
+    return widgets.VBox([exponent, out])

@@ -14,6 +14,7 @@ from attnbook.exercises.ch02 import check_logsumexp, check_softmax
 from attnbook.exercises.ch03 import check_attend, check_soft_lookup
 from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
+from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
 
 __all__ = [
     "Verdict",
@@ -25,6 +26,8 @@ __all__ = [
     "check_pairwise_cosine_similarity",
     "check_self_attention",
     "check_single_query_attention",
+    "check_unit_variance_scale",
     "check_soft_lookup",
     "check_softmax",
+    "check_softmax_jacobian",
 ]

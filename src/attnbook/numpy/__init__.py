@@ -13,7 +13,7 @@ from attnbook.numpy.similarity import (
     nearest,
     pairwise_cosine_similarity,
 )
-from attnbook.numpy.softmax import softmax
+from attnbook.numpy.softmax import softmax, softmax_jacobian
 
 __all__ = [
     "analogy",
@@ -26,4 +26,5 @@ __all__ = [
     "single_query_attention",
     "soft_lookup",
     "softmax",
+    "softmax_jacobian",
 ]

@@ -30,3 +30,16 @@ def softmax(x: ArrayLike, axis: int = -1, temperature: float = 1.0) -> np.ndarra
     e = np.exp(z - top)
     total = np.sum(e, axis=axis, keepdims=True)
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def softmax_jacobian(p: ArrayLike) -> np.ndarray:
+    """Jacobian of the softmax at the point where it outputs ``p``: ``diag(p) - p p^T``.
+
+    Entry ``(i, j)`` is ``d softmax(s)_i / d s_j``. Shapes: ``p`` ``(n,)``, a probability vector;
+    the result is ``(n, n)``. It vanishes as ``p`` becomes one-hot, which is why saturated
+    attention stops learning (chapter 6).
+    """
+    p = as_float("p", p)
+    if p.ndim != 1:
+        raise ValueError(f"p must be one probability vector, shape (n,); got shape {shape_str(p.shape)}")
+    return np.diag(p) - np.outer(p, p)
