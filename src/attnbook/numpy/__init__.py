@@ -5,7 +5,20 @@ concept exists there too.
 """
 
 from attnbook.numpy.attention import masked_softmax, scaled_dot_product_attention, single_query_attention
+from attnbook.numpy.convolution import conv1d_as_attention, offset_attention_weights
 from attnbook.numpy.lookup import soft_lookup
+from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask
+from attnbook.numpy.multihead import MultiHeadParams, merge_heads, multi_head_attention, split_heads
+from attnbook.numpy.positional import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
+from attnbook.numpy.scoring import (
+    AdditiveScore,
+    BilinearScore,
+    DotScore,
+    GatedScore,
+    LocalScore,
+    ScaledDotScore,
+    attention_with,
+)
 from attnbook.numpy.similarity import (
     analogy,
     cosine_similarity,
@@ -16,15 +29,34 @@ from attnbook.numpy.similarity import (
 from attnbook.numpy.softmax import softmax, softmax_jacobian
 
 __all__ = [
+    "AdditiveScore",
+    "BilinearScore",
+    "DotScore",
+    "GatedScore",
+    "LocalScore",
+    "MultiHeadParams",
+    "ScaledDotScore",
     "analogy",
+    "attention_with",
+    "causal_mask",
+    "combine_masks",
+    "conv1d_as_attention",
     "cosine_similarity",
     "dot",
     "masked_softmax",
+    "merge_heads",
+    "multi_head_attention",
     "nearest",
+    "offset_attention_weights",
+    "padding_mask",
     "pairwise_cosine_similarity",
+    "relative_position_map",
     "scaled_dot_product_attention",
     "single_query_attention",
+    "sinusoidal_encoding",
+    "sinusoidal_frequencies",
     "soft_lookup",
     "softmax",
     "softmax_jacobian",
+    "split_heads",
 ]

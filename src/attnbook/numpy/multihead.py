@@ -1,0 +1,114 @@
+"""Multi-head attention (chapter 9), in the row convention, with the layout of ``torch.nn.MultiheadAttention``.
+
+Each of ``h`` heads attends in its own ``d_head = d_model / h`` dimensional slice of the projected
+queries, keys and values; the heads' outputs are concatenated and mixed by an output projection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attnbook._validate import shape_str
+from attnbook.numpy._arrays import as_float, as_mask
+from attnbook.numpy.attention import scaled_dot_product_attention
+
+
+@dataclass
+class MultiHeadParams:
+    """Weights of one multi-head attention layer, row convention (``y = x W + b``).
+
+    Shapes: ``W_q`` ``(d_q, d_model)``, ``W_k`` and ``W_v`` ``(d_kv, d_model)``, ``W_o``
+    ``(d_model, d_model)``; every bias ``(d_model,)``. ``d_q`` is the size of the query tokens and
+    ``d_kv`` that of the context tokens (equal for self-attention).
+    """
+
+    W_q: np.ndarray
+    b_q: np.ndarray
+    W_k: np.ndarray
+    b_k: np.ndarray
+    W_v: np.ndarray
+    b_v: np.ndarray
+    W_o: np.ndarray
+    b_o: np.ndarray
+
+    @classmethod
+    def init(cls, d_model: int, d_kv: int | None = None, seed: int = 0) -> MultiHeadParams:
+        """Random weights with variance ``1 / fan_in`` and small random biases."""
+        rng = np.random.default_rng(seed)
+        d_kv = d_model if d_kv is None else d_kv
+
+        def w(fan_in: int) -> np.ndarray:
+            return rng.normal(0.0, fan_in**-0.5, size=(fan_in, d_model))
+
+        def b() -> np.ndarray:
+            return rng.normal(0.0, 0.02, size=d_model)
+
+        return cls(w(d_model), b(), w(d_kv), b(), w(d_kv), b(), w(d_model), b())
+
+    @property
+    def d_model(self) -> int:
+        return self.W_o.shape[1]
+
+    def n_params(self) -> int:
+        """Number of scalars: ``(d_q + 2 d_kv + d_model) d_model + 4 d_model``."""
+        return sum(a.size for a in vars(self).values())
+
+
+def split_heads(X: np.ndarray, n_heads: int) -> np.ndarray:
+    """``(..., T, d_model)`` to ``(..., h, T, d_head)``: head ``i`` gets columns ``i*d_head`` onwards."""
+    *batch, T, d_model = X.shape
+    return np.swapaxes(X.reshape(*batch, T, n_heads, d_model // n_heads), -3, -2)
+
+
+def merge_heads(X: np.ndarray) -> np.ndarray:
+    """``(..., h, T, d_head)`` to ``(..., T, h * d_head)``: the inverse of ``split_heads``."""
+    *batch, h, T, d_head = X.shape
+    return np.swapaxes(X, -3, -2).reshape(*batch, T, h * d_head)
+
+
+def multi_head_attention(
+    X_q: ArrayLike,
+    X_kv: ArrayLike,
+    params: MultiHeadParams,
+    n_heads: int,
+    mask: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-head attention of the queries ``X_q`` to the context ``X_kv`` (self-attention: the same array).
+
+    Shapes: ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)`` with the same batch dimensions;
+    ``mask`` boolean, True where allowed, broadcastable to ``(..., T_q, T_k)`` and shared by all heads.
+    Returns ``(output, weights)`` of shapes ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``.
+    Chapter 9; Phuong and Hutter, algorithm 5.
+    """
+    X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
+    d_model = params.d_model
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
+    if X_q.ndim < 2 or X_q.shape[-1] != params.W_q.shape[0]:
+        raise ValueError(f"X_q must have shape (..., T_q, {params.W_q.shape[0]}) to match W_q "
+                         f"{shape_str(params.W_q.shape)}; got {shape_str(X_q.shape)}")
+    if X_kv.ndim < 2 or X_kv.shape[-1] != params.W_k.shape[0]:
+        raise ValueError(f"X_kv must have shape (..., T_k, {params.W_k.shape[0]}) to match W_k "
+                         f"{shape_str(params.W_k.shape)}; got {shape_str(X_kv.shape)}")
+    if X_q.shape[:-2] != X_kv.shape[:-2]:
+        raise ValueError(f"X_q and X_kv must have the same batch dimensions; got {shape_str(X_q.shape)} "
+                         f"and {shape_str(X_kv.shape)}")
+    Q = split_heads(X_q @ params.W_q + params.b_q, n_heads)  # (..., h, T_q, d_head)
+    K = split_heads(X_kv @ params.W_k + params.b_k, n_heads)  # (..., h, T_k, d_head)
+    V = split_heads(X_kv @ params.W_v + params.b_v, n_heads)  # (..., h, T_k, d_head)
+    if mask is not None:
+        mask = as_mask(mask)
+        scores_shape = X_q.shape[:-1] + (X_kv.shape[-2],)
+        try:
+            if mask.ndim > len(scores_shape):
+                raise ValueError
+            np.broadcast_shapes(mask.shape, scores_shape)
+        except ValueError:
+            raise ValueError(f"mask of shape {shape_str(mask.shape)} does not fit the scores of shape "
+                             f"{shape_str(scores_shape)} (..., T_q, T_k)") from None
+        mask = mask[..., None, :, :]  # the same mask for every head: (..., 1, T_q, T_k)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
+    return merge_heads(heads) @ params.W_o + params.b_o, weights  # (..., T_q, d_model)
