@@ -17,13 +17,17 @@ def _check(T: int, d_model: int) -> None:
 
 
 def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The angular frequencies ``omega_i = base ** (-2 i / d_model)``, ``i = 0 .. d_model/2 - 1``. Shape ``(d_model/2,)``."""
+    """The angular frequencies ``omega_i = base ** (-2 i / d_model)`` for ``i = 0 .. d_model/2 - 1``.
+
+    Shape ``(d_model/2,)``.
+    """
     _check(1, d_model)
     return base ** (-np.arange(0, d_model, 2) / d_model)
 
 
 def sinusoidal_encoding(T: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The sinusoidal encoding of Vaswani et al.: ``PE[pos, 2i] = sin(pos omega_i)``, ``PE[pos, 2i+1] = cos(pos omega_i)``.
+    """The sinusoidal encoding of Vaswani et al.: ``PE[pos, 2i] = sin(pos omega_i)``, ``PE[pos, 2i + 1] =
+    cos(pos omega_i)``.
 
     Shapes: returns ``(T, d_model)`` for positions ``0 .. T-1``. Phuong and Hutter, algorithm 2.
     """
