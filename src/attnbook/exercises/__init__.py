@@ -15,13 +15,16 @@ from attnbook.exercises.ch03 import check_attend, check_soft_lookup
 from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
 from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
+from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 
 __all__ = [
     "Verdict",
     "check_analogy",
     "check_attend",
     "check_attention_columns",
+    "check_bilinear_score",
     "check_cosine_similarity",
+    "check_local_mask",
     "check_logsumexp",
     "check_pairwise_cosine_similarity",
     "check_self_attention",

@@ -146,6 +146,8 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
             with np.errstate(invalid="ignore"):
                 worst = np.unravel_index(np.nanargmax(np.abs(got_arr - exp_arr)), exp_arr.shape)
             where = tuple(int(i) for i in worst)
+            if np.asarray(expected).dtype == bool:
+                return f"wrong value at index {where}: expected {bool(exp_arr[worst])}, got {bool(got_arr[worst])}"
             return (
                 f"wrong value at index {where}: expected {float(exp_arr[worst]):.4g}, "
                 f"got {float(got_arr[worst]):.4g}"
