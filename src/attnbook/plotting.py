@@ -187,3 +187,18 @@ def plot_scaled_vs_unscaled(ax_raw: Axes, ax_scaled: Axes, d: int, n_keys: int =
         ax.set_xlabel("key")
         ax.set_ylabel("softmax weight")
         ax.set_title(f"d = {d}, scores {name}")
+
+
+def plot_mask(ax: Axes, mask: np.ndarray, title: str) -> Axes:
+    """A boolean mask, shape ``(T_q, T_k)``: filled where attention is allowed (chapter 8)."""
+    ax.imshow(mask, cmap="Greens", vmin=0, vmax=1.4)
+    T_q, T_k = mask.shape
+    for i in range(T_q):
+        for j in range(T_k):
+            ax.text(j, i, "✓" if mask[i, j] else "·", ha="center", va="center", fontsize=9)
+    ax.set_xticks(range(T_k))
+    ax.set_yticks(range(T_q))
+    ax.set_xlabel("key position j")
+    ax.set_ylabel("query position i")
+    ax.set_title(title)
+    return ax

@@ -135,3 +135,27 @@ def scaling_by_dimension() -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"k": exponent})
     return widgets.VBox([exponent, out])
+
+
+def mask_explorer(T: int = 6) -> widgets.VBox:
+    """Two padded sequences with their masks: sliders for the lengths, a box for causality (chapter 8)."""
+    from attnbook.numpy import causal_mask, combine_masks, padding_mask
+    from attnbook.plotting import plot_mask
+
+    len_a = widgets.IntSlider(value=T, min=0, max=T, description="length of sequence 0",
+                              continuous_update=False, style={"description_width": "initial"})
+    len_b = widgets.IntSlider(value=3, min=0, max=T, description="length of sequence 1",
+                              continuous_update=False, style={"description_width": "initial"})
+    causal = widgets.Checkbox(value=True, description="causal")
+
+    def draw(a: int, b: int, c: bool) -> None:
+        masks = padding_mask(np.array([a, b]), T)
+        mask = combine_masks(causal_mask(T), masks) if c else np.broadcast_to(masks, (2, T, T))
+        fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+        for k, ax in enumerate(axes):
+            plot_mask(ax, mask[k], f"sequence {k}: length {(a, b)[k]}" + (", causal" if c else ""))
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"a": len_a, "b": len_b, "c": causal})
+    return widgets.VBox([len_a, len_b, causal, out])

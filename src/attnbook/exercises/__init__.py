@@ -16,6 +16,7 @@ from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
 from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
 from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
+from attnbook.exercises.ch08 import check_masked_attention
 
 __all__ = [
     "Verdict",
@@ -26,6 +27,7 @@ __all__ = [
     "check_cosine_similarity",
     "check_local_mask",
     "check_logsumexp",
+    "check_masked_attention",
     "check_pairwise_cosine_similarity",
     "check_self_attention",
     "check_single_query_attention",

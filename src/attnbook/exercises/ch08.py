@@ -1,0 +1,72 @@
+"""Checkers for the coding exercises of chapter 8 (attention in parallel, cross-attention and masks)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.numpy import scaled_dot_product_attention, softmax
+
+
+def _cases() -> list[Case]:
+    rng = np.random.default_rng(801)
+    cases = []
+    for T_x, T_z, d_x, d_z, d_attn, d_out, kind in (
+        (3, 3, 4, 4, 4, 4, "causal"), (4, 6, 3, 5, 4, 2, "random"), (5, 5, 6, 6, 8, 3, "causal"),
+        (3, 4, 2, 3, 4, 2, "one query with no allowed key"),
+    ):
+        X, Z = rng.normal(size=(T_x, d_x)), rng.normal(size=(T_z, d_z))
+        W_q, W_k, W_v = rng.normal(size=(d_x, d_attn)), rng.normal(size=(d_z, d_attn)), rng.normal(size=(d_z, d_out))
+        if kind == "causal":
+            mask = np.tril(np.ones((T_x, T_z), dtype=bool))
+        else:
+            mask = rng.random((T_x, T_z)) > 0.4
+            mask[:, 0] = True
+            if kind.startswith("one query"):
+                mask[1] = False
+        cases.append(Case(f"X ({T_x}, {d_x}), Z ({T_z}, {d_z}), {kind} mask", (X, Z, W_q, W_k, W_v, mask)))
+    return cases
+
+
+def _reference(X, Z, W_q, W_k, W_v, mask) -> np.ndarray:
+    return scaled_dot_product_attention(X @ W_q, Z @ W_k, Z @ W_v, mask=mask)[0]
+
+
+def _parts(X, Z, W_q, W_k, W_v):
+    Q, K, V = X @ W_q, Z @ W_k, Z @ W_v
+    return Q @ K.T / math.sqrt(K.shape[1]), V
+
+
+def _wrong_axis(X, Z, W_q, W_k, W_v, mask) -> np.ndarray:
+    S, V = _parts(X, Z, W_q, W_k, W_v)
+    return softmax(np.where(mask, S, -np.inf), axis=0) @ V
+
+
+def _mask_after(X, Z, W_q, W_k, W_v, mask) -> np.ndarray:
+    S, V = _parts(X, Z, W_q, W_k, W_v)
+    return np.where(mask, softmax(S, axis=1), 0.0) @ V
+
+
+def _big_negative(X, Z, W_q, W_k, W_v, mask) -> np.ndarray:
+    S, V = _parts(X, Z, W_q, W_k, W_v)
+    return softmax(np.where(mask, S, -1e9), axis=1) @ V
+
+
+_check = Checker(
+    name="masked_attention",
+    reference=_reference,
+    cases=_cases(),
+    mistakes=(
+        Mistake(_wrong_axis, "each query's weights (a row) must sum to 1: softmax along axis=1."),
+        Mistake(_mask_after, "mask the scores before the softmax (set them to -inf), not the weights after it."),
+        Mistake(_big_negative, "a query with no allowed key must attend to nothing (zero weights); filling "
+                "with -1e9 spreads its weight evenly over the forbidden keys."),
+    ),
+)
+
+
+def check_masked_attention(fn) -> Verdict:
+    """Check ``fn(X, Z, W_q, W_k, W_v, mask) -> (T_x, d_out)``: masked scaled dot-product attention."""
+    return _check(fn)
