@@ -17,6 +17,7 @@ from attnbook.exercises.ch05 import check_attention_columns, check_single_query_
 from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
 from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 from attnbook.exercises.ch08 import check_masked_attention
+from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 
 __all__ = [
     "Verdict",
@@ -28,6 +29,7 @@ __all__ = [
     "check_local_mask",
     "check_logsumexp",
     "check_masked_attention",
+    "check_mha_parameters",
     "check_pairwise_cosine_similarity",
     "check_self_attention",
     "check_single_query_attention",
@@ -35,4 +37,5 @@ __all__ = [
     "check_soft_lookup",
     "check_softmax",
     "check_softmax_jacobian",
+    "check_split_heads",
 ]
