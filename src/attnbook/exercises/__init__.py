@@ -18,6 +18,7 @@ from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_
 from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 from attnbook.exercises.ch08 import check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
+from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 
 __all__ = [
     "Verdict",
@@ -25,11 +26,13 @@ __all__ = [
     "check_attend",
     "check_attention_columns",
     "check_bilinear_score",
+    "check_conv1d_same",
     "check_cosine_similarity",
     "check_local_mask",
     "check_logsumexp",
     "check_masked_attention",
     "check_mha_parameters",
+    "check_offset_weights",
     "check_pairwise_cosine_similarity",
     "check_self_attention",
     "check_single_query_attention",
