@@ -159,3 +159,30 @@ def mask_explorer(T: int = 6) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"a": len_a, "b": len_b, "c": causal})
     return widgets.VBox([len_a, len_b, causal, out])
+
+
+def positional_encoding_explorer(T: int = 64, d_model: int = 32) -> widgets.VBox:
+    """A slider for the position: its sinusoidal encoding, and its dot product with every position (chapter 11)."""
+    from attnbook.numpy import sinusoidal_encoding
+
+    pe = sinusoidal_encoding(T, d_model)
+    position = widgets.IntSlider(value=10, min=0, max=T - 1, description="position",
+                                 continuous_update=False, style={"description_width": "initial"})
+
+    def draw(pos: int) -> None:
+        fig, (ax_vec, ax_dot) = plt.subplots(1, 2, figsize=(11, 3.5))
+        ax_vec.bar(range(d_model), pe[pos], color=["C0" if i % 2 == 0 else "C1" for i in range(d_model)])
+        ax_vec.set_xlabel("dimension (blue: sin, orange: cos)")
+        ax_vec.set_ylabel("value")
+        ax_vec.set_ylim(-1.1, 1.1)
+        ax_vec.set_title(f"PE({pos})")
+        ax_dot.plot(range(T), pe @ pe[pos])
+        ax_dot.axvline(pos, color="0.6", lw=0.8)
+        ax_dot.set_xlabel("other position")
+        ax_dot.set_ylabel(f"PE({pos}) · PE(other)")
+        ax_dot.set_title("similarity peaks at the position itself")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"pos": position})
+    return widgets.VBox([position, out])

@@ -19,6 +19,7 @@ from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 from attnbook.exercises.ch08 import check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
+from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
 
 __all__ = [
     "Verdict",
@@ -35,7 +36,9 @@ __all__ = [
     "check_offset_weights",
     "check_pairwise_cosine_similarity",
     "check_self_attention",
+    "check_shift_matrix",
     "check_single_query_attention",
+    "check_sinusoidal_encoding",
     "check_unit_variance_scale",
     "check_soft_lookup",
     "check_softmax",

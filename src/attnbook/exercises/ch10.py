@@ -63,7 +63,8 @@ _check_offset = Checker(
     cases=[Case(f"T={T}, offset={o}", (T, o)) for T, o in ((4, 1), (5, -1), (3, 0), (6, 2), (3, 5))],
     mistakes=(
         Mistake(_transposed, "row i is query i: it puts its weight in column i + offset, not row i + offset."),
-        Mistake(_wrapped, "no wrap-around: a query whose key i + offset falls outside the sequence gets a row of zeros."),
+        Mistake(_wrapped, "no wrap-around: a query whose key i + offset falls outside the sequence gets a row "
+                "of zeros."),
     ),
 )
 
