@@ -28,3 +28,105 @@ def multihead_params_from_torch(mha) -> MultiHeadParams:
         b_q = b_k = b_v = np.zeros(E)
     b_o = t(mha.out_proj.bias) if mha.out_proj.bias is not None else np.zeros(E)
     return MultiHeadParams(W_q, b_q, W_k, b_k, W_v, b_v, t(mha.out_proj.weight).T, b_o)
+
+
+# --- PyTorch modules --------------------------------------------------------------------------------------
+
+def _copy_linear_from_torch(ours, theirs_weight, theirs_bias) -> None:
+    """Copy ``torch.nn.Linear``-style weights (``(out, in)``) into an attnbook ``Linear`` (``(in, out)``)."""
+    import torch
+
+    with torch.no_grad():
+        ours.W.copy_(theirs_weight.T)
+        if ours.b is not None:
+            ours.b.copy_(theirs_bias)
+
+
+def copy_mha_from_torch(ours, mha) -> None:
+    """Copy a ``torch.nn.MultiheadAttention`` into an attnbook ``MultiHeadAttention`` of the same sizes."""
+    E = mha.embed_dim
+    if mha.in_proj_weight is not None:
+        weights = mha.in_proj_weight.split(E, dim=0)
+    else:
+        weights = (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight)
+    biases = mha.in_proj_bias.split(E)
+    for lin, w, b in zip((ours.q_proj, ours.k_proj, ours.v_proj), weights, biases, strict=True):
+        _copy_linear_from_torch(lin, w, b)
+    _copy_linear_from_torch(ours.out_proj, mha.out_proj.weight, mha.out_proj.bias)
+
+
+def _copy_norm(ours, theirs) -> None:
+    import torch
+
+    with torch.no_grad():
+        ours.gamma.copy_(theirs.weight)
+        ours.beta.copy_(theirs.bias)
+
+
+def copy_encoder_block_from_torch(ours, layer) -> None:
+    """Copy a ``torch.nn.TransformerEncoderLayer`` into an attnbook ``EncoderBlock``."""
+    copy_mha_from_torch(ours.attn, layer.self_attn)
+    _copy_linear_from_torch(ours.ff.fc1, layer.linear1.weight, layer.linear1.bias)
+    _copy_linear_from_torch(ours.ff.fc2, layer.linear2.weight, layer.linear2.bias)
+    _copy_norm(ours.norm1, layer.norm1)
+    _copy_norm(ours.norm2, layer.norm2)
+
+
+def copy_decoder_block_from_torch(ours, layer) -> None:
+    """Copy a ``torch.nn.TransformerDecoderLayer`` into an attnbook ``DecoderBlock``."""
+    copy_mha_from_torch(ours.self_attn, layer.self_attn)
+    copy_mha_from_torch(ours.cross_attn, layer.multihead_attn)
+    _copy_linear_from_torch(ours.ff.fc1, layer.linear1.weight, layer.linear1.bias)
+    _copy_linear_from_torch(ours.ff.fc2, layer.linear2.weight, layer.linear2.bias)
+    for k in (1, 2, 3):
+        _copy_norm(getattr(ours, f"norm{k}"), getattr(layer, f"norm{k}"))
+
+
+def copy_transformer_from_torch(encoder, decoder, transformer) -> None:
+    """Copy a ``torch.nn.Transformer`` into attnbook's ``Encoder`` and ``Decoder`` stacks."""
+    for ours, theirs in zip(encoder.layers, transformer.encoder.layers, strict=True):
+        copy_encoder_block_from_torch(ours, theirs)
+    for ours, theirs in zip(decoder.layers, transformer.decoder.layers, strict=True):
+        copy_decoder_block_from_torch(ours, theirs)
+    _copy_norm(encoder.norm, transformer.encoder.norm)
+    _copy_norm(decoder.norm, transformer.decoder.norm)
+
+
+def gpt_from_gpt2(hf_model):
+    """An attnbook ``GPT`` with the weights of a Hugging Face ``GPT2LMHeadModel``.
+
+    GPT-2 stores its projections as ``Conv1D`` with weights of shape ``(in, out)``, the row convention,
+    so they copy without a transpose; ``c_attn`` holds the query, key and value maps side by side.
+    """
+    import torch
+
+    from attnbook.torch.transformer import GPT, GPTConfig
+
+    hc = hf_model.config
+    config = GPTConfig(vocab_size=hc.vocab_size, block_size=hc.n_positions, n_layers=hc.n_layer, n_heads=hc.n_head,
+                       d_model=hc.n_embd, d_ff=hc.n_inner or 4 * hc.n_embd, activation="gelu_tanh",
+                       eps=hc.layer_norm_epsilon)
+    model = GPT(config).to(dtype=hf_model.dtype)
+    t = hf_model.transformer
+    d = hc.n_embd
+    with torch.no_grad():
+        model.tok.E.copy_(t.wte.weight)
+        model.pos.P.copy_(t.wpe.weight)
+        for ours, h in zip(model.blocks, t.h, strict=True):
+            W_qkv, b_qkv = h.attn.c_attn.weight, h.attn.c_attn.bias  # (d, 3d), (3d,)
+            for k, lin in enumerate((ours.self_attn.q_proj, ours.self_attn.k_proj, ours.self_attn.v_proj)):
+                lin.W.copy_(W_qkv[:, k * d:(k + 1) * d])
+                lin.b.copy_(b_qkv[k * d:(k + 1) * d])
+            ours.self_attn.out_proj.W.copy_(h.attn.c_proj.weight)
+            ours.self_attn.out_proj.b.copy_(h.attn.c_proj.bias)
+            ours.ff.fc1.W.copy_(h.mlp.c_fc.weight)
+            ours.ff.fc1.b.copy_(h.mlp.c_fc.bias)
+            ours.ff.fc2.W.copy_(h.mlp.c_proj.weight)
+            ours.ff.fc2.b.copy_(h.mlp.c_proj.bias)
+            ours.norm1.gamma.copy_(h.ln_1.weight)
+            ours.norm1.beta.copy_(h.ln_1.bias)
+            ours.norm3.gamma.copy_(h.ln_2.weight)
+            ours.norm3.beta.copy_(h.ln_2.bias)
+        model.norm.gamma.copy_(t.ln_f.weight)
+        model.norm.beta.copy_(t.ln_f.bias)
+    return model

@@ -1,9 +1,57 @@
-"""PyTorch implementations (Part II of the book on), twins of ``attnbook.numpy``.
+"""PyTorch implementations (Part II on), twins of ``attnbook.numpy`` where the concept exists in both.
 
-A function here has the same name, signature and meaning as its NumPy twin; the tests check each
-pair against each other and against PyTorch's own built-ins.
+A function here has the same name, signature and meaning as its NumPy twin; the tests check each pair
+against each other and against PyTorch's own built-ins. Weights are stored in the row convention.
 """
 
+from attnbook.torch.attention import scaled_dot_product_attention
+from attnbook.torch.blocks import DecoderBlock, EncoderBlock
+from attnbook.torch.decoding import generate, greedy_decode, sample_next
+from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
+from attnbook.torch.feedforward import FeedForward
+from attnbook.torch.layernorm import LayerNorm, layer_norm
+from attnbook.torch.linear import Linear
+from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
 from attnbook.torch.similarity import cosine_similarity, dot, pairwise_cosine_similarity
+from attnbook.torch.softmax import softmax
+from attnbook.torch.transformer import (
+    GPT,
+    Decoder,
+    Encoder,
+    EncoderDecoderTransformer,
+    EncoderOnlyTransformer,
+    GPTConfig,
+    TransformerConfig,
+)
 
-__all__ = ["cosine_similarity", "dot", "pairwise_cosine_similarity"]
+__all__ = [
+    "GPT",
+    "Decoder",
+    "DecoderBlock",
+    "Encoder",
+    "EncoderBlock",
+    "EncoderDecoderTransformer",
+    "EncoderOnlyTransformer",
+    "FeedForward",
+    "GPTConfig",
+    "LayerNorm",
+    "LearnedPositions",
+    "Linear",
+    "MultiHeadAttention",
+    "SinusoidalPositions",
+    "TokenEmbedding",
+    "TransformerConfig",
+    "Unembedding",
+    "cosine_similarity",
+    "dot",
+    "generate",
+    "greedy_decode",
+    "layer_norm",
+    "merge_heads",
+    "multi_head_attention",
+    "pairwise_cosine_similarity",
+    "sample_next",
+    "scaled_dot_product_attention",
+    "softmax",
+    "split_heads",
+]

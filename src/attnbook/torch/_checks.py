@@ -1,0 +1,37 @@
+"""Input checks shared by the PyTorch modules: shapes and masks, with errors that name what arrived."""
+
+from __future__ import annotations
+
+import torch
+
+from attnbook._validate import shape_str
+
+
+def as_mask(mask: torch.Tensor) -> torch.Tensor:
+    """A boolean mask, True where attention is allowed; any other dtype is an error."""
+    mask = torch.as_tensor(mask)
+    if mask.dtype != torch.bool:
+        raise ValueError(
+            f"mask must be boolean, True where attention is allowed; got dtype {mask.dtype}. "
+            "For a 0/1 mask use mask.bool(); for an additive mask of 0 and -inf use mask == 0"
+        )
+    return mask
+
+
+def check_mask_fits(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
+    """Raise ``ValueError`` unless ``mask`` broadcasts to the scores' shape ``(..., T_q, T_k)``."""
+    try:
+        if mask.dim() > len(scores_shape):
+            raise RuntimeError
+        torch.broadcast_shapes(tuple(mask.shape), scores_shape)
+    except RuntimeError:
+        raise ValueError(
+            f"mask of shape {shape_str(mask.shape)} does not fit the attention scores of shape "
+            f"{shape_str(scores_shape)} (..., T_q, T_k): it must equal that shape or broadcast to it"
+        ) from None
+
+
+def check_last_dim(name: str, x: torch.Tensor, d: int, layout: str) -> None:
+    """Raise ``ValueError`` unless ``x`` has at least 2 dimensions and last dimension ``d``."""
+    if x.dim() < 2 or x.shape[-1] != d:
+        raise ValueError(f"{name} must have shape {layout} with last dimension {d}; got {shape_str(x.shape)}")

@@ -1,0 +1,71 @@
+"""Turning a model's logits into text (chapter 15; Phuong and Hutter, algorithm 14).
+
+``generate`` samples from a decoder-only model one token at a time: greedy (argmax), with a
+temperature, and optionally only among the ``top_k`` likeliest tokens. ``greedy_decode`` does the same
+for an encoder-decoder model, given the source.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                greedy: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Pick one token per row from ``logits`` of shape ``(B, V)``; returns ``(B, 1)`` ids.
+
+    ``greedy`` takes the argmax. Otherwise the logits are divided by ``temperature``, all but the
+    ``top_k`` largest set to ``-inf``, and a token is drawn from the softmax.
+    """
+    if greedy:
+        return logits.argmax(dim=-1, keepdim=True)
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive (use greedy=True for the argmax); got {temperature}")
+    logits = logits / temperature
+    if top_k is not None:
+        if not 1 <= top_k <= logits.shape[-1]:
+            raise ValueError(f"top_k must be between 1 and the vocabulary size {logits.shape[-1]}; got {top_k}")
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+@torch.no_grad()
+def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+             greedy: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Algorithm 14: extend ``ids`` ``(B, T)`` by ``max_new_tokens`` tokens; returns ``(B, T + max_new_tokens)``.
+
+    The model sees at most its last ``block_size`` tokens.
+    """
+    was_training = model.training
+    model.eval()
+    block = model.config.block_size
+    for _ in range(max_new_tokens):
+        logits = model(ids[:, -block:])[:, -1, :]  # (B, V): the prediction for the next token
+        ids = torch.cat([ids, sample_next(logits, temperature, top_k, greedy, generator)], dim=1)
+    model.train(was_training)
+    return ids
+
+
+@torch.no_grad()
+def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, max_len: int) -> torch.Tensor:
+    """Greedy decoding for an encoder-decoder model: ``src`` ``(B, S)`` to ``(B, <= max_len)`` target ids.
+
+    Starts from ``bos_id``; a sequence that has produced ``eos_id`` is padded with ``eos_id`` from then
+    on. The source is encoded once.
+    """
+    was_training = model.training
+    model.eval()
+    memory, src_mask = model.encode(src)
+    out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    for _ in range(max_len - 1):
+        next_id = model.decode(out, memory, src_mask)[:, -1].argmax(dim=-1)
+        next_id = torch.where(done, torch.full_like(next_id, eos_id), next_id)
+        out = torch.cat([out, next_id[:, None]], dim=1)
+        done |= next_id == eos_id
+        if bool(done.all()):
+            break
+    model.train(was_training)
+    return out

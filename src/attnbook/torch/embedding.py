@@ -1,0 +1,70 @@
+"""Token and position embeddings, and the unembedding (chapter 13; Phuong and Hutter, algorithms 1, 2, 7)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnbook.numpy.positional import sinusoidal_encoding
+
+
+def _check_ids(ids: torch.Tensor, size: int, what: str) -> None:
+    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
+        raise ValueError(f"{what} must be integer ids; got dtype {ids.dtype}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
+        raise ValueError(f"{what} must lie in [0, {size - 1}]; got values from {int(ids.min())} to {int(ids.max())}")
+
+
+class TokenEmbedding(nn.Module):
+    """Algorithm 1: row ``i`` of ``E`` (shape ``(V, d_model)``) is the vector of token ``i``."""
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__()
+        self.E = nn.Parameter(torch.randn(vocab_size, d_model) * 0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``(B, T)`` integer ids to ``(B, T, d_model)`` vectors."""
+        _check_ids(ids, self.E.shape[0], "token ids")
+        return self.E[ids]
+
+
+class LearnedPositions(nn.Module):
+    """Algorithm 2 with a learned table ``P`` of shape ``(max_len, d_model)``."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.P = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+
+    def forward(self, T: int, offset: int = 0) -> torch.Tensor:
+        """The vectors of positions ``offset .. offset + T - 1``, shape ``(T, d_model)``."""
+        if offset + T > self.P.shape[0]:
+            raise ValueError(f"positions up to {offset + T - 1} requested, but the table has only "
+                             f"{self.P.shape[0]} (max_len); use shorter sequences or a larger max_len")
+        return self.P[offset:offset + T]
+
+
+class SinusoidalPositions(nn.Module):
+    """Algorithm 2 with the fixed sinusoidal encoding of chapter 11 (a buffer, not a parameter)."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.register_buffer("P", torch.tensor(sinusoidal_encoding(max_len, d_model), dtype=torch.float32))
+
+    def forward(self, T: int, offset: int = 0) -> torch.Tensor:
+        if offset + T > self.P.shape[0]:
+            raise ValueError(f"positions up to {offset + T - 1} requested, but only {self.P.shape[0]} are "
+                             "precomputed (max_len)")
+        return self.P[offset:offset + T]
+
+
+class Unembedding(nn.Module):
+    """Algorithm 7: vectors ``(..., d_model)`` to logits over the vocabulary ``(..., V)``, ``x W_u + b``."""
+
+    def __init__(self, d_model: int, vocab_size: int, bias: bool = False) -> None:
+        super().__init__()
+        self.W_u = nn.Parameter(torch.randn(d_model, vocab_size) * 0.02)
+        self.b = nn.Parameter(torch.zeros(vocab_size)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = x @ self.W_u
+        return logits + self.b if self.b is not None else logits

@@ -1,0 +1,30 @@
+"""Layer normalisation (chapter 13; Phuong and Hutter, algorithm 6)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Normalise each vector (last axis) to mean 0 and variance 1, then scale by ``gamma`` and shift by ``beta``.
+
+    Shapes: ``x`` ``(..., d)``, ``gamma`` and ``beta`` ``(d,)``. The variance is the biased one (divide
+    by ``d``), as in ``torch.nn.LayerNorm``.
+    """
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+
+
+class LayerNorm(nn.Module):
+    """``layer_norm`` with learned ``gamma`` (starting at 1) and ``beta`` (starting at 0) of shape ``(d,)``."""
+
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.gamma = nn.Parameter(torch.ones(d))
+        self.beta = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.gamma, self.beta, self.eps)

@@ -1,0 +1,127 @@
+"""Multi-head attention in PyTorch (chapters 9 and 12), twin of ``attnbook.numpy.multi_head_attention``.
+
+Weights are in the row convention: ``W_q (d_q, d_model)``, ``W_k`` and ``W_v (d_kv, d_model)``,
+``W_o (d_model, d_model)``. The module ``MultiHeadAttention`` holds them as parameters and is itself a
+valid ``params`` argument of the functional ``multi_head_attention``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnbook._validate import shape_str
+from attnbook.torch._checks import as_mask, check_mask_fits
+from attnbook.torch.attention import scaled_dot_product_attention
+from attnbook.torch.linear import Linear
+
+
+def split_heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """``(..., T, d_model)`` to ``(..., h, T, d_head)``."""
+    *batch, T, d_model = X.shape
+    return X.reshape(*batch, T, n_heads, d_model // n_heads).transpose(-3, -2)
+
+
+def merge_heads(X: torch.Tensor) -> torch.Tensor:
+    """``(..., h, T, d_head)`` to ``(..., T, h * d_head)``."""
+    *batch, h, T, d_head = X.shape
+    return X.transpose(-3, -2).reshape(*batch, T, h * d_head)
+
+
+def multi_head_attention(
+    X_q: torch.Tensor,
+    X_kv: torch.Tensor,
+    params,
+    n_heads: int,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multi-head attention with explicit weights; same signature and meaning as the NumPy twin.
+
+    ``params`` has attributes ``W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o`` (row convention). Shapes:
+    ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)``; ``mask`` broadcastable to
+    ``(..., T_q, T_k)``, True where allowed. Returns ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``.
+    """
+    d_model = params.W_o.shape[1]
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
+    if X_q.dim() < 2 or X_q.shape[-1] != params.W_q.shape[0]:
+        raise ValueError(f"X_q must have shape (..., T_q, {params.W_q.shape[0]}) to match W_q "
+                         f"{shape_str(params.W_q.shape)}; got {shape_str(X_q.shape)}")
+    if X_kv.dim() < 2 or X_kv.shape[-1] != params.W_k.shape[0]:
+        raise ValueError(f"X_kv must have shape (..., T_k, {params.W_k.shape[0]}) to match W_k "
+                         f"{shape_str(params.W_k.shape)}; got {shape_str(X_kv.shape)}")
+    if X_q.shape[:-2] != X_kv.shape[:-2]:
+        raise ValueError(f"X_q and X_kv must have the same batch dimensions; got {shape_str(X_q.shape)} "
+                         f"and {shape_str(X_kv.shape)}")
+    Q = split_heads(X_q @ params.W_q + params.b_q, n_heads)  # (..., h, T_q, d_head)
+    K = split_heads(X_kv @ params.W_k + params.b_k, n_heads)  # (..., h, T_k, d_head)
+    V = split_heads(X_kv @ params.W_v + params.b_v, n_heads)  # (..., h, T_k, d_head)
+    if mask is not None:
+        mask = as_mask(mask).to(X_q.device)
+        check_mask_fits(mask, tuple(X_q.shape[:-1]) + (X_kv.shape[-2],))
+        mask = mask.unsqueeze(-3)  # one mask for every head: (..., 1, T_q, T_k)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
+    return merge_heads(heads) @ params.W_o + params.b_o, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention as a module: self-attention (``x_kv`` omitted) or cross-attention.
+
+    ``forward(x_q, x_kv=None, mask=None, causal=False, need_weights=False)`` returns
+    ``(output, weights)``; ``weights`` is ``None`` unless asked for. ``causal=True`` adds the causal mask.
+    Without weights and without a padding mask it calls PyTorch's fused
+    ``scaled_dot_product_attention``, which gives the same result faster.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0) -> None:
+        super().__init__()
+        if n_heads < 1 or d_model % n_heads:
+            raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
+        d_kv = d_model if d_kv is None else d_kv
+        self.d_model, self.n_heads, self.dropout = d_model, n_heads, dropout
+        self.q_proj, self.k_proj = Linear(d_model, d_model), Linear(d_kv, d_model)
+        self.v_proj, self.out_proj = Linear(d_kv, d_model), Linear(d_model, d_model)
+
+    # The row-convention weights, under the names the functional form expects.
+    W_q = property(lambda self: self.q_proj.W)
+    b_q = property(lambda self: self.q_proj.b)
+    W_k = property(lambda self: self.k_proj.W)
+    b_k = property(lambda self: self.k_proj.b)
+    W_v = property(lambda self: self.v_proj.W)
+    b_v = property(lambda self: self.v_proj.b)
+    W_o = property(lambda self: self.out_proj.W)
+    b_o = property(lambda self: self.out_proj.b)
+
+    def forward(
+        self,
+        x_q: torch.Tensor,
+        x_kv: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x_kv = x_q if x_kv is None else x_kv
+        T_q, T_k = x_q.shape[-2], x_kv.shape[-2]
+        dropout = self.dropout if self.training else 0.0
+        if not need_weights and mask is None and dropout == 0.0 and x_q.dim() >= 2:
+            if x_q.shape[-1] != self.d_model or x_kv.shape[-1] != self.k_proj.d_in:
+                return multi_head_attention(x_q, x_kv, self, self.n_heads)  # raises the clear error
+            q = split_heads(self.q_proj(x_q), self.n_heads)  # (B, h, T_q, d_head)
+            k = split_heads(self.k_proj(x_kv), self.n_heads)
+            v = split_heads(self.v_proj(x_kv), self.n_heads)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal and T_q == T_k,
+                                                 attn_mask=None if not causal or T_q == T_k else
+                                                 torch.ones(T_q, T_k, dtype=torch.bool, device=x_q.device)
+                                                 .tril(T_k - T_q))
+            return self.out_proj(merge_heads(out)), None
+        if causal:
+            c = torch.ones(T_q, T_k, dtype=torch.bool, device=x_q.device).tril(T_k - T_q)
+            mask = c if mask is None else as_mask(mask).to(x_q.device) & c
+        out, weights = multi_head_attention(x_q, x_kv, self, self.n_heads, mask)
+        if dropout:
+            # Attention dropout acts on the weights; recompute the output from the dropped weights.
+            weights = F.dropout(weights, dropout, self.training)
+            v = split_heads(self.v_proj(x_kv), self.n_heads)
+            out = self.out_proj(merge_heads(weights @ v))
+        return out, weights if need_weights else None

@@ -1,0 +1,215 @@
+"""The whole Transformer (chapter 15): encoder-decoder, encoder-only and decoder-only (GPT).
+
+Phuong and Hutter, algorithms 8 (encoder-decoder), 9 (encoder-only) and 10 (decoder-only).
+Token ids are integers in ``[0, vocab_size)``; masks are boolean, True where attention is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from attnbook.torch.blocks import DecoderBlock, EncoderBlock
+from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
+from attnbook.torch.layernorm import LayerNorm
+from attnbook.torch.linear import Linear
+
+
+def _check_heads(d_model: int, n_heads: int) -> None:
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
+
+
+class Encoder(nn.Module):
+    """A stack of encoder blocks, with a final layer norm (as ``torch.nn.TransformerEncoder`` with ``norm``)."""
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = False, activation: str = "relu", final_norm: bool = True) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderBlock(d_model, n_heads, d_ff, dropout, norm_first, activation)
+                                    for _ in range(n_layers))
+        self.norm = LayerNorm(d_model) if final_norm else None
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Decoder(nn.Module):
+    """A stack of decoder blocks with cross-attention, and a final layer norm."""
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = False, activation: str = "relu", final_norm: bool = True) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderBlock(d_model, n_heads, d_ff, dropout, norm_first, activation)
+                                    for _ in range(n_layers))
+        self.norm = LayerNorm(d_model) if final_norm else None
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = None,
+                memory_mask: torch.Tensor | None = None) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, memory, self_mask, memory_mask)
+        return self.norm(x) if self.norm is not None else x
+
+
+@dataclass
+class TransformerConfig:
+    """Sizes of an encoder-decoder or encoder-only model. ``d_ff`` defaults to ``4 d_model``."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 64
+    n_heads: int = 4
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    d_ff: int | None = None
+    max_len: int = 128
+    dropout: float = 0.0
+    norm_first: bool = False
+    activation: str = "relu"
+    positions: str = "sinusoidal"  # or "learned"
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        _check_heads(self.d_model, self.n_heads)
+        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+        if self.positions not in ("sinusoidal", "learned"):
+            raise ValueError(f"positions must be 'sinusoidal' or 'learned'; got {self.positions!r}")
+
+
+def _positions(kind: str, max_len: int, d_model: int) -> nn.Module:
+    return SinusoidalPositions(max_len, d_model) if kind == "sinusoidal" else LearnedPositions(max_len, d_model)
+
+
+class EncoderDecoderTransformer(nn.Module):
+    """Algorithm 8: embed the source, encode it, and decode the target with cross-attention.
+
+    ``forward(src, tgt)``: ``src`` ``(B, S)`` and ``tgt`` ``(B, T)`` token ids (``pad_id`` marks padding);
+    returns logits ``(B, T, tgt_vocab_size)``, where position ``t`` predicts target token ``t + 1``.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.src_embed, self.tgt_embed = TokenEmbedding(c.src_vocab_size, c.d_model), TokenEmbedding(
+            c.tgt_vocab_size, c.d_model)
+        self.positions = _positions(c.positions, c.max_len, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
+                               c.activation)
+        self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
+                               c.activation)
+        self.unembed = Unembedding(c.d_model, c.tgt_vocab_size, bias=True)
+
+    def embed(self, ids: torch.Tensor, table: TokenEmbedding) -> torch.Tensor:
+        # Scaling the token vectors by sqrt(d_model) keeps them comparable to the positional ones.
+        x = table(ids) * math.sqrt(self.config.d_model) + self.positions(ids.shape[1])
+        return self.drop(x)
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoder output ``(B, S, d_model)`` and the source padding mask ``(B, 1, S)``."""
+        src_mask = (src != self.config.pad_id)[:, None, :]
+        return self.encoder(self.embed(src, self.src_embed), src_mask), src_mask
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B, T, V)`` for the target prefix ``tgt`` given the encoder output."""
+        tgt_mask = (tgt != self.config.pad_id)[:, None, :]
+        h = self.decoder(self.embed(tgt, self.tgt_embed), memory, tgt_mask, src_mask)
+        return self.unembed(h)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        memory, src_mask = self.encode(src)
+        return self.decode(tgt, memory, src_mask)
+
+
+class EncoderOnlyTransformer(nn.Module):
+    """Algorithm 9 (BERT-like): every position sees every other one; logits for each position.
+
+    ``forward(ids)``: ``(B, T)`` ids to ``(B, T, vocab_size)`` logits, padding masked by ``pad_id``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
+                 d_ff: int | None = None, max_len: int = 128, dropout: float = 0.0, norm_first: bool = False,
+                 activation: str = "gelu", pad_id: int = 0) -> None:
+        super().__init__()
+        _check_heads(d_model, n_heads)
+        self.pad_id = pad_id
+        self.embed = TokenEmbedding(vocab_size, d_model)
+        self.positions = LearnedPositions(max_len, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.encoder = Encoder(n_layers, d_model, n_heads, 4 * d_model if d_ff is None else d_ff, dropout,
+                               norm_first, activation)
+        self.head = nn.Sequential(Linear(d_model, d_model), nn.GELU(), LayerNorm(d_model))
+        self.unembed = Unembedding(d_model, vocab_size, bias=True)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.drop(self.embed(ids) + self.positions(ids.shape[1]))
+        h = self.encoder(x, (ids != self.pad_id)[:, None, :])
+        return self.unembed(self.head(h))
+
+
+@dataclass
+class GPTConfig:
+    """Sizes of a decoder-only model in the GPT-2 layout. ``d_ff`` defaults to ``4 d_model``."""
+
+    vocab_size: int
+    block_size: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    d_ff: int | None = None
+    dropout: float = 0.0
+    activation: str = "gelu_tanh"
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _check_heads(self.d_model, self.n_heads)
+        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+
+
+class GPT(nn.Module):
+    """Algorithm 10: a decoder-only Transformer with pre-norm blocks and tied embeddings (GPT-2's layout).
+
+    ``forward(ids)``: ``(B, T)`` ids, ``T <= block_size``, to ``(B, T, vocab_size)`` logits; position
+    ``t`` sees positions ``0 .. t`` only.
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.tok = TokenEmbedding(c.vocab_size, c.d_model)
+        self.pos = LearnedPositions(c.block_size, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(
+            DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
+                         eps=c.eps, cross_attention=False) for _ in range(c.n_layers))
+        self.norm = LayerNorm(c.d_model, c.eps)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation: normal(0, 0.02), residual projections scaled by 1/sqrt(2 n_layers)."""
+        for name, p in self.named_parameters():
+            if name.endswith(".b") or "beta" in name:
+                nn.init.zeros_(p)
+            elif "gamma" in name:
+                nn.init.ones_(p)
+            else:
+                std = 0.02 / math.sqrt(2 * self.config.n_layers) if name.endswith(("out_proj.W", "fc2.W")) else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        B, T = ids.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size = {self.config.block_size}")
+        x = self.drop(self.tok(ids) + self.pos(T))  # (B, T, d_model)
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x) @ self.tok.E.T  # (B, T, vocab_size): the unembedding is the embedding, tied
+
+    def n_params(self, include_positions: bool = True) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        return n if include_positions else n - self.pos.P.numel()
