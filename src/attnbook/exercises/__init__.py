@@ -20,6 +20,7 @@ from attnbook.exercises.ch08 import check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
+from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
 
 __all__ = [
     "Verdict",
@@ -29,6 +30,7 @@ __all__ = [
     "check_bilinear_score",
     "check_conv1d_same",
     "check_cosine_similarity",
+    "check_cross_entropy_grad",
     "check_local_mask",
     "check_logsumexp",
     "check_masked_attention",
@@ -39,6 +41,7 @@ __all__ = [
     "check_shift_matrix",
     "check_single_query_attention",
     "check_sinusoidal_encoding",
+    "check_torch_attention",
     "check_unit_variance_scale",
     "check_soft_lookup",
     "check_softmax",

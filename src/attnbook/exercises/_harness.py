@@ -108,7 +108,21 @@ _NOT_ATTEMPTED = "not attempted"
 
 def _copy(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Fresh copies, so a function that changes its input in place cannot spoil later cases."""
-    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    def fresh(a: Any) -> Any:
+        if isinstance(a, np.ndarray):
+            return a.copy()
+        if hasattr(a, "detach") and hasattr(a, "clone"):  # a torch tensor, without importing torch
+            return a.detach().clone()
+        return a
+
+    return tuple(fresh(a) for a in args)
+
+
+def _to_numpy(x: Any) -> Any:
+    """Torch tensors (with or without gradients, on any device) become NumPy arrays for comparing."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        return x.detach().cpu().numpy()
+    return x
 
 
 def _fmt(x: Any) -> str:
@@ -123,6 +137,7 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
     """``None`` when ``got`` matches ``expected``, else a sentence saying how it differs."""
     if got is None:
         return "returned None (is a `return` statement missing?)"
+    expected, got = _to_numpy(expected), _to_numpy(got)
     if isinstance(expected, str):
         if got == expected:
             return None
