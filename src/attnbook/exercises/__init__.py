@@ -21,6 +21,7 @@ from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
 from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
+from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
 
 __all__ = [
     "Verdict",
@@ -31,6 +32,8 @@ __all__ = [
     "check_conv1d_same",
     "check_cosine_similarity",
     "check_cross_entropy_grad",
+    "check_encoder_block_parameters",
+    "check_layer_norm",
     "check_local_mask",
     "check_logsumexp",
     "check_masked_attention",
