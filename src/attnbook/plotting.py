@@ -202,3 +202,22 @@ def plot_mask(ax: Axes, mask: np.ndarray, title: str) -> Axes:
     ax.set_ylabel("query position i")
     ax.set_title(title)
     return ax
+
+
+def plot_influence(ax: Axes, influence: np.ndarray, title: str, xlabel: str = "input position s") -> Axes:
+    """How much output position t depends on input position s, shape ``(T_out, T_in)`` (chapter 14).
+
+    Entries are Jacobian norms ``|d out_t / d in_s|`` on a log colour scale; exact zeros are drawn white
+    so that a causal pattern is plain to see.
+    """
+    from matplotlib.colors import LogNorm
+
+    shown = np.ma.masked_where(influence == 0, influence)
+    # A log scale: the residual path makes the diagonal far larger than the rest, which must stay visible.
+    im = ax.imshow(shown, cmap="viridis", norm=LogNorm(vmin=shown.min(), vmax=shown.max()))
+    ax.set_facecolor("white")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("output position t")
+    ax.set_title(title)
+    plt.colorbar(im, ax=ax, label="|d out_t / d in_s|", fraction=0.046, pad=0.04)
+    return ax

@@ -22,6 +22,7 @@ from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
 from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
 from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
+from attnbook.exercises.ch14 import check_decoder_self_mask, check_shift_right
 
 __all__ = [
     "Verdict",
@@ -32,6 +33,7 @@ __all__ = [
     "check_conv1d_same",
     "check_cosine_similarity",
     "check_cross_entropy_grad",
+    "check_decoder_self_mask",
     "check_encoder_block_parameters",
     "check_layer_norm",
     "check_local_mask",
@@ -42,6 +44,7 @@ __all__ = [
     "check_pairwise_cosine_similarity",
     "check_self_attention",
     "check_shift_matrix",
+    "check_shift_right",
     "check_single_query_attention",
     "check_sinusoidal_encoding",
     "check_torch_attention",

@@ -167,6 +167,11 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
                 f"wrong value at index {where}: expected {float(exp_arr[worst]):.4g}, "
                 f"got {float(got_arr[worst]):.4g}"
             )
+        kind = np.asarray(expected).dtype.kind
+        if kind in "biu":  # show booleans and integers as such, not as 1.0 and 0.0
+            cast = bool if kind == "b" else int
+            return (f"wrong value: expected {exp_arr.astype(cast).tolist()}, "
+                    f"got {np.asarray(got_arr).astype(cast).tolist()}")
         exp_show = exp_arr if exp_arr.ndim else float(exp_arr)
         got_show = got_arr if got_arr.ndim else float(got_arr)
         return f"wrong value: expected {_fmt(exp_show)}, got {_fmt(got_show)}"

@@ -1,0 +1,73 @@
+"""Checkers for the coding exercises of chapter 14 (the decoder block)."""
+
+from __future__ import annotations
+
+import torch
+
+from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+
+
+def _shift_cases() -> list[Case]:
+    return [
+        Case("tgt=[[5, 6, 7]], bos_id=1", (torch.tensor([[5, 6, 7]]), 1)),
+        Case("tgt=[[5, 6, 7, 2], [8, 9, 2, 0]], bos_id=1", (torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]), 1)),
+        Case("tgt=[[4]], bos_id=3", (torch.tensor([[4]]), 3)),
+    ]
+
+
+def _shift_right(tgt, bos_id):
+    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], dim=1)
+
+
+def _prepend(tgt, bos_id):
+    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], dim=1)
+
+
+def _shift_left(tgt, bos_id):
+    return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], dim=1)
+
+
+_check_shift = Checker(
+    name="shift_right",
+    reference=_shift_right,
+    cases=_shift_cases(),
+    mistakes=(
+        Mistake(_prepend, "keep the length T: prepend bos_id and drop the last token."),
+        Mistake(_shift_left, "the decoder input runs one step behind the target: bos_id goes first, on the left."),
+    ),
+)
+
+
+def check_shift_right(fn) -> Verdict:
+    """Check ``fn(tgt, bos_id) -> (B, T)``: the decoder input for teacher forcing."""
+    return _check_shift(fn)
+
+
+def _mask(lengths, T):
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    keys = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+    return causal[None] & keys[:, None, :]
+
+
+def _causal_only(lengths, T):
+    return torch.ones(T, T, dtype=torch.bool).tril().expand(len(lengths), T, T)
+
+
+def _upper(lengths, T):
+    return torch.ones(T, T, dtype=torch.bool).triu()[None] & (torch.arange(T)[None, :] < lengths[:, None])[:, None, :]
+
+
+_check_mask = Checker(
+    name="decoder_self_mask",
+    reference=_mask,
+    cases=[Case(f"lengths={ls}, T={T}", (torch.tensor(ls), T)) for ls, T in (([3], 3), ([4, 2], 4), ([1, 5, 3], 5))],
+    mistakes=(
+        Mistake(_causal_only, "padded keys (positions >= length) must be masked as well as the future."),
+        Mistake(_upper, "query i may see keys j <= i: the lower triangle (tril), not the upper."),
+    ),
+)
+
+
+def check_decoder_self_mask(fn) -> Verdict:
+    """Check ``fn(lengths, T) -> (B, T, T)`` booleans: causal and padding masks combined."""
+    return _check_mask(fn)
