@@ -23,6 +23,7 @@ from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encodin
 from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
 from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
 from attnbook.exercises.ch14 import check_decoder_self_mask, check_shift_right
+from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
 
 __all__ = [
     "Verdict",
@@ -35,6 +36,7 @@ __all__ = [
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
     "check_encoder_block_parameters",
+    "check_gpt_parameters",
     "check_layer_norm",
     "check_local_mask",
     "check_logsumexp",
@@ -47,6 +49,7 @@ __all__ = [
     "check_shift_right",
     "check_single_query_attention",
     "check_sinusoidal_encoding",
+    "check_top_k_filter",
     "check_torch_attention",
     "check_unit_variance_scale",
     "check_soft_lookup",
