@@ -39,7 +39,8 @@ _check_ce = Checker(
     cases=_ce_cases(),
     mistakes=(
         Mistake(_ce_grad_no_mean, "the loss is the mean over the batch, so divide softmax - one_hot by B."),
-        Mistake(_ce_grad_sign, "the gradient points uphill: softmax(logits) minus the one-hot target, not the reverse."),
+        Mistake(_ce_grad_sign, "the gradient points uphill: softmax(logits) minus the one-hot target, "
+                "not the reverse."),
     ),
 )
 
