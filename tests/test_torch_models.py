@@ -131,3 +131,20 @@ def test_configuration_and_input_errors():
         model(torch.tensor([[0, 20]]))
     with pytest.raises(ValueError, match="token ids must be integer ids; got dtype torch.float64"):
         model(torch.zeros(1, 3))
+
+
+def test_record_attention_returns_every_layers_weights_and_changes_nothing():
+    model = tiny_seq2seq().eval()
+    src, tgt = torch.tensor([[3, 4, 5, 0]]), torch.tensor([[1, 5, 6]])
+    plain = model(src, tgt)
+    with at.record_attention(model) as weights:
+        recorded = model(src, tgt)
+    torch.testing.assert_close(recorded, plain)
+    assert set(weights) == {f"encoder.layers.{i}.attn" for i in range(2)} | {
+        f"decoder.layers.{i}.{k}" for i in range(2) for k in ("self_attn", "cross_attn")}
+    cross = weights["decoder.layers.0.cross_attn"]
+    assert cross.shape == (1, 2, 3, 4)
+    torch.testing.assert_close(cross.sum(-1), torch.ones(1, 2, 3))
+    assert torch.all(cross[..., 3] == 0)  # the padded source position
+    assert torch.all(weights["decoder.layers.1.self_attn"].triu(1) == 0)  # causal
+    assert all(m.last_weights is None and not m.record for m in model.modules() if isinstance(m, at.MultiHeadAttention))

@@ -24,6 +24,7 @@ from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attent
 from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
 from attnbook.exercises.ch14 import check_decoder_self_mask, check_shift_right
 from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
+from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
 
 __all__ = [
     "Verdict",
@@ -49,9 +50,11 @@ __all__ = [
     "check_shift_right",
     "check_single_query_attention",
     "check_sinusoidal_encoding",
+    "check_smoothed_targets",
     "check_top_k_filter",
     "check_torch_attention",
     "check_unit_variance_scale",
+    "check_warmup_cosine",
     "check_soft_lookup",
     "check_softmax",
     "check_softmax_jacobian",

@@ -9,6 +9,7 @@ from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.decoding import generate, greedy_decode, sample_next
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import FeedForward
+from attnbook.torch.inspect import record_attention
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
@@ -50,6 +51,7 @@ __all__ = [
     "merge_heads",
     "multi_head_attention",
     "pairwise_cosine_similarity",
+    "record_attention",
     "sample_next",
     "scaled_dot_product_attention",
     "softmax",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnbook.numpy.positional import sinusoidal_encoding
@@ -25,7 +26,7 @@ class TokenEmbedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """``(B, T)`` integer ids to ``(B, T, d_model)`` vectors."""
         _check_ids(ids, self.E.shape[0], "token ids")
-        return self.E[ids]
+        return F.embedding(ids, self.E)  # deterministic backward on CPU, unlike self.E[ids]
 
 
 class LearnedPositions(nn.Module):

@@ -80,6 +80,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
         d_kv = d_model if d_kv is None else d_kv
         self.d_model, self.n_heads, self.dropout = d_model, n_heads, dropout
+        self.record = False  # set by attnbook.torch.inspect.record_attention
+        self.last_weights: torch.Tensor | None = None
         self.q_proj, self.k_proj = Linear(d_model, d_model), Linear(d_kv, d_model)
         self.v_proj, self.out_proj = Linear(d_kv, d_model), Linear(d_model, d_model)
 
@@ -103,6 +105,7 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         x_kv = x_q if x_kv is None else x_kv
         T_q, T_k = x_q.shape[-2], x_kv.shape[-2]
+        need_weights = need_weights or self.record
         dropout = self.dropout if self.training else 0.0
         if not need_weights and mask is None and dropout == 0.0 and x_q.dim() >= 2:
             if x_q.shape[-1] != self.d_model or x_kv.shape[-1] != self.k_proj.d_in:
@@ -124,4 +127,6 @@ class MultiHeadAttention(nn.Module):
             weights = F.dropout(weights, dropout, self.training)
             v = split_heads(self.v_proj(x_kv), self.n_heads)
             out = self.out_proj(merge_heads(weights @ v))
+        if self.record:
+            self.last_weights = weights.detach()
         return out, weights if need_weights else None
