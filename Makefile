@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed
 CHAPTERS := $(wildcard notebooks/[0-9][0-9]_*.ipynb)
 NB ?=
 
-.PHONY: help book test lint pytest nbval execute badges student clean
+COLAB_VENV := .venv-colab
+
+.PHONY: help book test lint pytest nbval execute badges student site-check colab-check clean
 
 help:
 	@echo "make book      build the site into _build/html from the committed notebooks"
@@ -15,6 +17,8 @@ help:
 	@echo "               then rewrite badges and student versions"
 	@echo "make badges    rewrite Colab badges and setup cells from _config.yml"
 	@echo "make student   regenerate notebooks/student/ from the chapters"
+	@echo "make site-check     build the site and check every page in headless Chromium"
+	@echo "make colab-check    run every chapter with Colab's versions (ipywidgets 7.7, numpy 2.1)"
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "attnbook needs Python 3.10 or newer; found " + sys.version.split()[0])'
@@ -24,6 +28,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 book: $(STAMP)
+	$(BIN)/python -m tools.vendor_js
 	rm -rf _build/html
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
 
@@ -48,6 +53,17 @@ badges: $(STAMP)
 
 student: $(STAMP)
 	$(BIN)/python -m tools.student
+
+site-check: book
+	$(BIN)/python -m tools.site_check
+
+# An environment with the versions Google Colab ships, to prove the chapters run there.
+colab-check:
+	test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/python -m pip install --quiet "ipywidgets==7.7.1" "matplotlib==3.10.*" "numpy==2.1.*" \
+		"torch==2.13.0" "transformers==4.57.6" "ipykernel==6.*" nbclient pyyaml tqdm setuptools
+	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation --editable .
+	$(COLAB_VENV)/bin/python -m tools.colab_check
 
 clean:
 	rm -rf _build

@@ -30,8 +30,9 @@ def bench_seq2seq(tasks: list[str], max_steps: int) -> None:
         wall = time.perf_counter() - start
         to_target = f"{run.result.seconds_to_target:.1f}" if run.result.seconds_to_target is not None else "not reached"
         lo, hi = TASK_LENGTHS[task]
-        print(f"{task:>8} {f'{lo}-{hi}':>8} {run.result.steps_done:>6} {run.result.train_seconds:>8.1f} {to_target:>9} "
-              f"{run.val_accuracy:>7.1%} {run.test_accuracy:>8.1%} {run.n_params:>8,}   (wall {wall:.0f} s)", flush=True)
+        print(f"{task:>8} {f'{lo}-{hi}':>8} {run.result.steps_done:>6} {run.result.train_seconds:>8.1f} "
+              f"{to_target:>9} {run.val_accuracy:>7.1%} {run.test_accuracy:>8.1%} {run.n_params:>8,}   "
+              f"(wall {wall:.0f} s)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -54,7 +54,8 @@ def _no_warmup(step, peak, warmup, total):
 _check_schedule = Checker(
     name="warmup_cosine",
     reference=_schedule,
-    cases=[Case(f"step={s}, peak=1e-3, warmup=100, total=1000", (s, 1e-3, 100, 1000)) for s in (0, 49, 99, 100, 550, 999)],
+    cases=[Case(f"step={s}, peak=1e-3, warmup=100, total=1000", (s, 1e-3, 100, 1000))
+           for s in (0, 49, 99, 100, 550, 999)],
     mistakes=(
         Mistake(_from_zero, "count steps from 0 but reach peak * (step + 1) / warmup, so step 0 already trains."),
         Mistake(_no_warmup, "rise linearly during the first `warmup` steps before decaying."),
