@@ -109,7 +109,7 @@ def test_shape_and_head_errors():
         multi_head_attention(X, X, p, 3)
     with pytest.raises(ValueError, match=r"X_q must have shape \(\.\.\., T_q, 8\) to match W_q \(8, 8\); got \(5, 7\)"):
         multi_head_attention(np.ones((5, 7)), X, p, 2)
-    with pytest.raises(ValueError, match=r"mask of shape \(4, 5\) does not fit the scores of shape \(5, 5\)"):
+    with pytest.raises(ValueError, match=r"mask of shape \(4, 5\) does not fit the attention scores of shape \(5, 5\)"):
         multi_head_attention(X, X, p, 2, mask=np.ones((4, 5), dtype=bool))
     with pytest.raises(ValueError, match="mask must be boolean"):
         multi_head_attention(X, X, p, 2, mask=np.ones((5, 5)))

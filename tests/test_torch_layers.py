@@ -18,13 +18,7 @@ from attnbook.interop import (
 rng = np.random.default_rng(7)
 
 
-@pytest.fixture(autouse=True)
-def float64():
-    """Compare in float64, and leave the default as it was for other test modules."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")  # compare in float64 (tests/conftest.py)
 
 
 def t(x):

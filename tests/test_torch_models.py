@@ -6,13 +6,7 @@ import torch
 import attnbook.torch as at
 from attnbook.interop import gpt_from_gpt2
 
-
-@pytest.fixture(autouse=True)
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")  # compare in float64 (tests/conftest.py)
 
 
 def small_gpt2(seed=0):

@@ -49,3 +49,52 @@ def require_nonempty_last_dim(name: str, shape: Sequence[int]) -> None:
     if len(shape) == 0 or shape[-1] == 0:
         raise ValueError(f"{name} must hold vectors of length d >= 1; got shape {shape_str(shape)}")
 
+
+
+def check_qkv_shapes(Q: Sequence[int], K: Sequence[int], V: Sequence[int]) -> None:
+    """The shape rules of attention: ``Q (..., T_q, d_k)``, ``K (..., T_k, d_k)``, ``V (..., T_k, d_v)``."""
+    for name, shape in (("Q", Q), ("K", K), ("V", V)):
+        if len(shape) < 2:
+            raise ValueError(f"{name} must have shape (..., T, d) with at least 2 dimensions; "
+                             f"got shape {shape_str(shape)}")
+    if Q[-1] != K[-1]:
+        raise ValueError(f"Q and K must have the same last dimension d_k; got Q {shape_str(Q)} and K {shape_str(K)}")
+    if K[-2] != V[-2]:
+        raise ValueError("K and V must have the same number of positions T_k (second-to-last axis); "
+                         f"got K {shape_str(K)} and V {shape_str(V)}")
+    if not tuple(Q[:-2]) == tuple(K[:-2]) == tuple(V[:-2]):
+        raise ValueError("Q, K and V must have the same batch dimensions (all but the last two); "
+                         f"got Q {shape_str(Q)}, K {shape_str(K)} and V {shape_str(V)}")
+    if Q[-1] == 0:
+        raise ValueError(f"d_k must be at least 1; got Q {shape_str(Q)}")
+
+
+def check_mha_shapes(X_q: Sequence[int], X_kv: Sequence[int], W_q: Sequence[int], W_k: Sequence[int],
+                     d_model: int, n_heads: int) -> None:
+    """The shape rules of multi-head attention, for its inputs and its row-convention weights."""
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
+    if len(X_q) < 2 or X_q[-1] != W_q[0]:
+        raise ValueError(f"X_q must have shape (..., T_q, {W_q[0]}) to match W_q {shape_str(W_q)}; "
+                         f"got {shape_str(X_q)}")
+    if len(X_kv) < 2 or X_kv[-1] != W_k[0]:
+        raise ValueError(f"X_kv must have shape (..., T_k, {W_k[0]}) to match W_k {shape_str(W_k)}; "
+                         f"got {shape_str(X_kv)}")
+    if tuple(X_q[:-2]) != tuple(X_kv[:-2]):
+        raise ValueError(f"X_q and X_kv must have the same batch dimensions; got {shape_str(X_q)} "
+                         f"and {shape_str(X_kv)}")
+
+
+def check_mask_fits(mask_shape: Sequence[int], scores_shape: Sequence[int]) -> None:
+    """Raise ``ValueError`` unless a mask of ``mask_shape`` broadcasts to the scores ``(..., T_q, T_k)``."""
+    import numpy as np  # shapes only; NumPy's broadcasting rules are PyTorch's too
+
+    try:
+        if len(mask_shape) > len(scores_shape):
+            raise ValueError
+        np.broadcast_shapes(tuple(mask_shape), tuple(scores_shape))
+    except ValueError:
+        raise ValueError(
+            f"mask of shape {shape_str(mask_shape)} does not fit the attention scores of shape "
+            f"{shape_str(scores_shape)} (..., T_q, T_k): it must equal that shape or broadcast to it"
+        ) from None

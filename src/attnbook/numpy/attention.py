@@ -11,33 +11,9 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnbook._validate import require_ndim, require_same_last_dim, shape_str
+from attnbook._validate import check_mask_fits, check_qkv_shapes, require_ndim, require_same_last_dim, shape_str
 from attnbook.numpy._arrays import as_float, as_mask
 from attnbook.numpy.softmax import softmax
-
-
-def _check_qkv(Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> None:
-    for name, x in (("Q", Q), ("K", K), ("V", V)):
-        if x.ndim < 2:
-            raise ValueError(
-                f"{name} must have shape (..., T, d) with at least 2 dimensions; got shape {shape_str(x.shape)}"
-            )
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            f"Q and K must have the same last dimension d_k; got Q {shape_str(Q.shape)} and K {shape_str(K.shape)}"
-        )
-    if K.shape[-2] != V.shape[-2]:
-        raise ValueError(
-            "K and V must have the same number of positions T_k (second-to-last axis); "
-            f"got K {shape_str(K.shape)} and V {shape_str(V.shape)}"
-        )
-    if not Q.shape[:-2] == K.shape[:-2] == V.shape[:-2]:
-        raise ValueError(
-            "Q, K and V must have the same batch dimensions (all but the last two); "
-            f"got Q {shape_str(Q.shape)}, K {shape_str(K.shape)} and V {shape_str(V.shape)}"
-        )
-    if Q.shape[-1] == 0:
-        raise ValueError(f"d_k must be at least 1; got Q {shape_str(Q.shape)}")
 
 
 def masked_softmax(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -68,19 +44,11 @@ def scaled_dot_product_attention(
     whose keys are all masked gets zero weights and a zero output.
     """
     Q, K, V = as_float("Q", Q), as_float("K", K), as_float("V", V)
-    _check_qkv(Q, K, V)
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
     scores_shape = Q.shape[:-1] + (K.shape[-2],)
     if mask is not None:
         mask = as_mask(mask)
-        try:
-            if mask.ndim > len(scores_shape):
-                raise ValueError
-            np.broadcast_shapes(mask.shape, scores_shape)
-        except ValueError:
-            raise ValueError(
-                f"mask of shape {shape_str(mask.shape)} does not fit the attention scores of shape "
-                f"{shape_str(scores_shape)} (..., T_q, T_k): it must equal that shape or broadcast to it"
-            ) from None
+        check_mask_fits(mask.shape, scores_shape)
     if scale is None:
         scale = 1.0 / math.sqrt(Q.shape[-1])
     scores = (Q @ np.swapaxes(K, -1, -2)) * scale  # (..., T_q, T_k)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnbook._validate import shape_str
+from attnbook._validate import check_mask_fits, check_mha_shapes
 from attnbook.numpy._arrays import as_float, as_mask
 from attnbook.numpy.attention import scaled_dot_product_attention
 
@@ -84,31 +84,14 @@ def multi_head_attention(
     Chapter 9; Phuong and Hutter, algorithm 5.
     """
     X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
-    d_model = params.d_model
-    if n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
-    if X_q.ndim < 2 or X_q.shape[-1] != params.W_q.shape[0]:
-        raise ValueError(f"X_q must have shape (..., T_q, {params.W_q.shape[0]}) to match W_q "
-                         f"{shape_str(params.W_q.shape)}; got {shape_str(X_q.shape)}")
-    if X_kv.ndim < 2 or X_kv.shape[-1] != params.W_k.shape[0]:
-        raise ValueError(f"X_kv must have shape (..., T_k, {params.W_k.shape[0]}) to match W_k "
-                         f"{shape_str(params.W_k.shape)}; got {shape_str(X_kv.shape)}")
-    if X_q.shape[:-2] != X_kv.shape[:-2]:
-        raise ValueError(f"X_q and X_kv must have the same batch dimensions; got {shape_str(X_q.shape)} "
-                         f"and {shape_str(X_kv.shape)}")
+    check_mha_shapes(X_q.shape, X_kv.shape, params.W_q.shape, params.W_k.shape, params.d_model, n_heads)
     Q = split_heads(X_q @ params.W_q + params.b_q, n_heads)  # (..., h, T_q, d_head)
     K = split_heads(X_kv @ params.W_k + params.b_k, n_heads)  # (..., h, T_k, d_head)
     V = split_heads(X_kv @ params.W_v + params.b_v, n_heads)  # (..., h, T_k, d_head)
     if mask is not None:
         mask = as_mask(mask)
         scores_shape = X_q.shape[:-1] + (X_kv.shape[-2],)
-        try:
-            if mask.ndim > len(scores_shape):
-                raise ValueError
-            np.broadcast_shapes(mask.shape, scores_shape)
-        except ValueError:
-            raise ValueError(f"mask of shape {shape_str(mask.shape)} does not fit the scores of shape "
-                             f"{shape_str(scores_shape)} (..., T_q, T_k)") from None
+        check_mask_fits(mask.shape, scores_shape)
         mask = mask[..., None, :, :]  # the same mask for every head: (..., 1, T_q, T_k)
     heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
     return merge_heads(heads) @ params.W_o + params.b_o, weights  # (..., T_q, d_model)

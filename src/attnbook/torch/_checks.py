@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from attnbook._validate import check_mask_fits as _check_mask_fits
 from attnbook._validate import shape_str
 
 
@@ -20,15 +21,7 @@ def as_mask(mask: torch.Tensor) -> torch.Tensor:
 
 def check_mask_fits(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
     """Raise ``ValueError`` unless ``mask`` broadcasts to the scores' shape ``(..., T_q, T_k)``."""
-    try:
-        if mask.dim() > len(scores_shape):
-            raise RuntimeError
-        torch.broadcast_shapes(tuple(mask.shape), scores_shape)
-    except RuntimeError:
-        raise ValueError(
-            f"mask of shape {shape_str(mask.shape)} does not fit the attention scores of shape "
-            f"{shape_str(scores_shape)} (..., T_q, T_k): it must equal that shape or broadcast to it"
-        ) from None
+    _check_mask_fits(tuple(mask.shape), scores_shape)
 
 
 def check_last_dim(name: str, x: torch.Tensor, d: int, layout: str) -> None:

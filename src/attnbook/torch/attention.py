@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from attnbook._validate import shape_str
+from attnbook._validate import check_qkv_shapes
 from attnbook.torch._checks import as_mask, check_mask_fits
 from attnbook.torch.softmax import softmax
 
@@ -25,19 +25,7 @@ def scaled_dot_product_attention(
     ``scale`` defaults to ``1 / sqrt(d_k)``. Returns ``(..., T_q, d_v)`` and ``(..., T_q, T_k)``; a query
     with no allowed key gets zero weights and a zero output. Chapters 5, 8 and 12.
     """
-    for name, x in (("Q", Q), ("K", K), ("V", V)):
-        if x.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., T, d) with at least 2 dimensions; got shape "
-                             f"{shape_str(x.shape)}")
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(f"Q and K must have the same last dimension d_k; got Q {shape_str(Q.shape)} "
-                         f"and K {shape_str(K.shape)}")
-    if K.shape[-2] != V.shape[-2]:
-        raise ValueError("K and V must have the same number of positions T_k (second-to-last axis); "
-                         f"got K {shape_str(K.shape)} and V {shape_str(V.shape)}")
-    if not Q.shape[:-2] == K.shape[:-2] == V.shape[:-2]:
-        raise ValueError("Q, K and V must have the same batch dimensions (all but the last two); got "
-                         f"Q {shape_str(Q.shape)}, K {shape_str(K.shape)} and V {shape_str(V.shape)}")
+    check_qkv_shapes(tuple(Q.shape), tuple(K.shape), tuple(V.shape))
     scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     scores = (Q @ K.transpose(-2, -1)) * scale  # (..., T_q, T_k)
     if mask is not None:

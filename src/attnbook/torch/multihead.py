@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook._validate import shape_str
+from attnbook._validate import check_mha_shapes
 from attnbook.torch._checks import as_mask, check_mask_fits
 from attnbook.torch.attention import scaled_dot_product_attention
 from attnbook.torch.linear import Linear
@@ -42,18 +42,8 @@ def multi_head_attention(
     ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)``; ``mask`` broadcastable to
     ``(..., T_q, T_k)``, True where allowed. Returns ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``.
     """
-    d_model = params.W_o.shape[1]
-    if n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
-    if X_q.dim() < 2 or X_q.shape[-1] != params.W_q.shape[0]:
-        raise ValueError(f"X_q must have shape (..., T_q, {params.W_q.shape[0]}) to match W_q "
-                         f"{shape_str(params.W_q.shape)}; got {shape_str(X_q.shape)}")
-    if X_kv.dim() < 2 or X_kv.shape[-1] != params.W_k.shape[0]:
-        raise ValueError(f"X_kv must have shape (..., T_k, {params.W_k.shape[0]}) to match W_k "
-                         f"{shape_str(params.W_k.shape)}; got {shape_str(X_kv.shape)}")
-    if X_q.shape[:-2] != X_kv.shape[:-2]:
-        raise ValueError(f"X_q and X_kv must have the same batch dimensions; got {shape_str(X_q.shape)} "
-                         f"and {shape_str(X_kv.shape)}")
+    check_mha_shapes(tuple(X_q.shape), tuple(X_kv.shape), tuple(params.W_q.shape), tuple(params.W_k.shape),
+                     params.W_o.shape[1], n_heads)
     Q = split_heads(X_q @ params.W_q + params.b_q, n_heads)  # (..., h, T_q, d_head)
     K = split_heads(X_kv @ params.W_k + params.b_k, n_heads)  # (..., h, T_k, d_head)
     V = split_heads(X_kv @ params.W_v + params.b_v, n_heads)  # (..., h, T_k, d_head)
