@@ -156,3 +156,12 @@ def test_linear_and_feedforward_match_torch():
     torch.testing.assert_close(ff(x), ref)
     with pytest.raises(ValueError, match="activation must be one of"):
         at.FeedForward(4, 8, activation="swish")
+
+
+def test_mha_module_names_the_shapes_it_got():
+    mha = at.MultiHeadAttention(8, 2)
+    expected = r"X_q must have shape \(\.\.\., T_q, 8\) to match W_q \(8, 8\); got \(2, 3, 7\)"
+    with pytest.raises(ValueError, match=expected):
+        mha(torch.ones(2, 3, 7))
+    with pytest.raises(ValueError, match=r"X_kv must have shape \(\.\.\., T_k, 8\).*got \(2, 4, 5\)"):
+        mha(torch.ones(2, 3, 8), torch.ones(2, 4, 5), causal=True)
