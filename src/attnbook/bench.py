@@ -1,20 +1,35 @@
-"""Benchmarks that print figures: ``python -m attnbook.bench seq2seq`` (more to come with chapter 17).
+"""Benchmarks that print figures: ``python -m attnbook.bench seq2seq`` and ``python -m attnbook.bench gpt``.
 
-seq2seq: for each task, the seconds of training (evaluation excluded) until 99% exact match on the
-validation set, the exact match on the held-out test set, and the parameter count.
+seq2seq (chapter 16): for each task, the seconds of training (evaluation excluded) until 99% exact
+match on the validation set, the exact match on the held-out test set, and the parameter count.
+
+gpt (chapter 17): this machine's float32 matmul throughput; training tokens per second of attnbook's
+GPT and of the same model built from ``torch.nn.TransformerEncoderLayer``, alternated in one run, with
+the model FLOPs utilisation; the small CPU recipe trained to the end (validation loss, wall time);
+generation tokens per second with and without the key-value cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import platform
+import statistics
 import time
+from dataclasses import replace
 
 import torch
+import torch.nn.functional as F
 
+from attnbook.data.text import random_windows
 from attnbook.tasks import TASKS
+from attnbook.torch.decoding import generate
+from attnbook.torch.linear import Linear
+from attnbook.torch.reference import TorchGPT, copy_gpt_to_torch
+from attnbook.torch.transformer import GPT
+from attnbook.training.lm import GPTRunConfig, preset, train_gpt
 from attnbook.training.seq2seq import TASK_LENGTHS, train_seq2seq
-from attnbook.training.trainer import TrainConfig
+from attnbook.training.trainer import TrainConfig, make_optimizer
 
 
 def bench_seq2seq(tasks: list[str], max_steps: int) -> None:
@@ -35,15 +50,125 @@ def bench_seq2seq(tasks: list[str], max_steps: int) -> None:
               f"(wall {wall:.0f} s)", flush=True)
 
 
+def matmul_gflops(n: int = 1024, seconds: float = 3.0) -> float:
+    """This machine's float32 matrix-multiply throughput: the median of timed bursts of ``(n, n) @ (n, n)``."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    rates = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        tic = time.perf_counter()
+        for _ in range(5):
+            a @ b
+        rates.append(5 * 2 * n**3 / (time.perf_counter() - tic) / 1e9)
+    return statistics.median(rates)
+
+
+def flops_per_token(model: GPT) -> float:
+    """Training FLOPs per token, forward and backward: 6 per weight of every matrix multiply (the
+    unembedding included, the embedding lookup not) plus 12 L d T for the attention scores and mixing."""
+    c = model.config
+    matmul_weights = sum(m.W.numel() for m in model.modules() if isinstance(m, Linear)) + c.vocab_size * c.d_model
+    return 6 * matmul_weights + 12 * c.n_layers * c.d_model * c.block_size
+
+
+def _steps_per_second(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor], steps: int) -> float:
+    optimizer = make_optimizer(model, 1e-3, 0.1, (0.9, 0.99))
+    x, y = batch
+    tic = time.perf_counter()
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    return steps / (time.perf_counter() - tic)
+
+
+def bench_throughput(config: GPTRunConfig, rounds: int = 5, steps: int = 20) -> dict[str, float]:
+    """Training steps of attnbook's GPT and of the torch.nn reference, alternated so both see the same machine."""
+    torch.manual_seed(0)
+    model_config = config.model_config(vocab_size=65)
+    ours, ref = GPT(model_config), TorchGPT(model_config)
+    copy_gpt_to_torch(ours, ref)
+    batch = random_windows(torch.randint(65, (10_000,)), config.block_size, config.batch_size)
+    rates: dict[str, list[float]] = {"ours": [], "torch.nn": []}
+    for model in (ours, ref):
+        _steps_per_second(model, batch, 5)  # warm-up
+    for _ in range(rounds):
+        for name, model in (("ours", ours), ("torch.nn", ref)):
+            rates[name].append(_steps_per_second(model, batch, steps))
+    tokens = config.batch_size * config.block_size
+    rates_tokens = {name: tokens * statistics.median(r) for name, r in rates.items()}
+    return rates_tokens | {"flops_per_token": flops_per_token(ours)}
+
+
+def bench_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, repeats: int = 3) -> dict[str, float]:
+    """Tokens per second generating ``new_tokens`` with and without the KV cache; checks both agree."""
+    out: dict[str, float] = {}
+    results = {}
+    for use_cache in (False, True):
+        best = math.inf
+        for _ in range(repeats):
+            g = torch.Generator().manual_seed(0)
+            tic = time.perf_counter()
+            results[use_cache] = generate(model, prompt, new_tokens, generator=g, use_cache=use_cache)
+            best = min(best, time.perf_counter() - tic)
+        out["cache" if use_cache else "no cache"] = new_tokens * prompt.shape[0] / best
+    out["same tokens"] = float(torch.equal(results[False], results[True]))
+    return out
+
+
+def bench_gpt(steps: int, new_tokens: int) -> None:
+    print(f"GPT benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{platform.processor() or platform.machine()}", flush=True)
+    config = preset("cpu-small", steps=steps, progress=False)
+    peak = matmul_gflops()
+    print(f"float32 matmul, 1024 x 1024: {peak:.1f} GFLOP/s", flush=True)
+
+    t = bench_throughput(config)
+    for name in ("ours", "torch.nn"):
+        mfu = t[name] * t["flops_per_token"] / 1e9 / peak
+        print(f"training throughput, {name:>8}: {t[name]:8,.0f} tokens/s = {t[name] * t['flops_per_token'] / 1e9:5.1f} "
+              f"GFLOP/s, {mfu:.1%} of the matmul throughput", flush=True)
+    print(f"ours / torch.nn: {t['ours'] / t['torch.nn']:.2f}  ({t['flops_per_token'] / 1e6:.2f} MFLOP per token)",
+          flush=True)
+
+    tic = time.perf_counter()
+    run = train_gpt(config)
+    wall = time.perf_counter() - tic
+    print(f"recipe {config.n_layers} layers, {config.n_heads} heads, width {config.d_model}, context "
+          f"{config.block_size}, batch {config.batch_size}, {run.steps_done} steps: validation loss "
+          f"{run.val_loss:.4f} (whole validation split), training {run.train_seconds:.1f} s, wall {wall:.1f} s, "
+          f"{run.tokens_per_second:,.0f} tokens/s", flush=True)
+
+    newline = torch.tensor([[run.tokenizer.stoi["\n"]]])
+    g = bench_generation(run.model, newline, new_tokens)
+    print(f"generation, trained model (context {config.block_size}), {new_tokens} new tokens: "
+          f"{g['no cache']:,.0f} tokens/s without cache, {g['cache']:,.0f} with, speed-up "
+          f"{g['cache'] / g['no cache']:.2f}, same tokens: {bool(g['same tokens'])}", flush=True)
+    long = GPT(replace(run.model.config, block_size=64 + new_tokens)).eval()
+    g = bench_generation(long, torch.randint(65, (1, 64)), new_tokens)
+    print(f"generation, same width with context {64 + new_tokens} (all {new_tokens} tokens fit), prompt 64: "
+          f"{g['no cache']:,.0f} tokens/s without cache, {g['cache']:,.0f} with, speed-up "
+          f"{g['cache'] / g['no cache']:.2f}, same tokens: {bool(g['same tokens'])}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="which", required=True)
     s2s = sub.add_parser("seq2seq", help="train the chapter 16 tasks to 99% exact match")
     s2s.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     s2s.add_argument("--max-steps", type=int, default=5000)
+    gpt = sub.add_parser("gpt", help="the small CPU recipe on Tiny Shakespeare; throughput; generation")
+    gpt.add_argument("--steps", type=int, default=2000)
+    gpt.add_argument("--new-tokens", type=int, default=256)
     args = parser.parse_args(argv)
     if args.which == "seq2seq":
         bench_seq2seq(args.tasks, args.max_steps)
+    else:
+        bench_gpt(args.steps, args.new_tokens)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from attnbook.torch.decoding import generate, greedy_decode, sample_next
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import FeedForward
 from attnbook.torch.inspect import record_attention
+from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
@@ -35,6 +36,7 @@ __all__ = [
     "EncoderOnlyTransformer",
     "FeedForward",
     "GPTConfig",
+    "KVCache",
     "LayerNorm",
     "LearnedPositions",
     "Linear",

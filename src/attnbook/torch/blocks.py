@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from attnbook.torch.feedforward import FeedForward
+from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.multihead import MultiHeadAttention
 
@@ -45,6 +46,7 @@ class DecoderBlock(nn.Module):
     With ``cross_attention=False`` it is the block of a decoder-only model (GPT). ``forward(x, memory=None,
     self_mask=None, memory_mask=None)``: ``x`` ``(B, T, d_model)``, ``memory`` ``(B, S, d_model)``;
     ``self_mask`` is combined with the causal mask; ``memory_mask`` broadcastable to ``(B, T, S)``.
+    ``cache``, a ``KVCache``, keeps the self-attention's keys and values for generation (chapter 17).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
@@ -59,16 +61,16 @@ class DecoderBlock(nn.Module):
         self.drop1, self.drop2, self.drop3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, self_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None) -> torch.Tensor:
+                memory_mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
         if (memory is None) != (self.cross_attn is None):
             raise ValueError("memory (the encoder output) is required exactly when the block has cross-attention")
         if self.norm_first:
             h = self.norm1(x)
-            x = x + self.drop1(self.self_attn(h, h, mask=self_mask, causal=True)[0])
+            x = x + self.drop1(self.self_attn(h, mask=self_mask, causal=True, cache=cache)[0])
             if self.cross_attn is not None:
                 x = x + self.drop2(self.cross_attn(self.norm2(x), memory, mask=memory_mask)[0])
             return x + self.drop3(self.ff(self.norm3(x)))
-        x = self.norm1(x + self.drop1(self.self_attn(x, x, mask=self_mask, causal=True)[0]))
+        x = self.norm1(x + self.drop1(self.self_attn(x, mask=self_mask, causal=True, cache=cache)[0]))
         if self.cross_attn is not None:
             x = self.norm2(x + self.drop2(self.cross_attn(x, memory, mask=memory_mask)[0]))
         return self.norm3(x + self.drop3(self.ff(x)))

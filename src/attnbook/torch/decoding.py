@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from attnbook.torch.kvcache import KVCache
+
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 greedy: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -33,17 +35,33 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
 
 @torch.no_grad()
 def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-             greedy: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+             greedy: bool = False, generator: torch.Generator | None = None, use_cache: bool = False) -> torch.Tensor:
     """Algorithm 14: extend ``ids`` ``(B, T)`` by ``max_new_tokens`` tokens; returns ``(B, T + max_new_tokens)``.
 
-    The model sees at most its last ``block_size`` tokens.
+    The model sees at most its last ``block_size`` tokens. ``use_cache=True`` keeps the keys and values of
+    earlier tokens in a ``KVCache`` (chapter 17) and gives the same tokens. Once the text outgrows the
+    context the window slides, every position changes, and the cache no longer helps: from then on each
+    step runs the whole window, as without the cache.
     """
+    if ids.dim() != 2 or ids.shape[1] == 0:
+        raise ValueError(f"ids must have shape (B, T) with T >= 1; got {tuple(ids.shape)}")
     was_training = model.training
     model.eval()
     block = model.config.block_size
-    for _ in range(max_new_tokens):
-        logits = model(ids[:, -block:])[:, -1, :]  # (B, V): the prediction for the next token
-        ids = torch.cat([ids, sample_next(logits, temperature, top_k, greedy, generator)], dim=1)
+    cache = KVCache() if use_cache else None
+    logits = model(ids[:, -block:], cache=cache)[:, -1, :]  # (B, V): the prediction for the next token
+    for step in range(max_new_tokens):
+        next_id = sample_next(logits, temperature, top_k, greedy, generator)  # (B, 1)
+        ids = torch.cat([ids, next_id], dim=1)
+        if step + 1 == max_new_tokens:
+            break
+        if cache is not None and cache.length < block:
+            logits = model(next_id, cache=cache)[:, -1, :]  # only the new token goes through the model
+        else:
+            # The window has slid: with learned absolute positions every token has a new position, so
+            # every cached key and value is stale. From here on each step recomputes the whole window.
+            cache = None
+            logits = model(ids[:, -block:])[:, -1, :]
     model.train(was_training)
     return ids
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -18,7 +19,11 @@ def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: fl
 
 
 class LayerNorm(nn.Module):
-    """``layer_norm`` with learned ``gamma`` (starting at 1) and ``beta`` (starting at 0) of shape ``(d,)``."""
+    """``layer_norm`` with learned ``gamma`` (starting at 1) and ``beta`` (starting at 0) of shape ``(d,)``.
+
+    The module calls PyTorch's fused kernel, which computes the same function as ``layer_norm`` above
+    (the tests check it) in one pass instead of six.
+    """
 
     def __init__(self, d: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -27,4 +32,4 @@ class LayerNorm(nn.Module):
         self.beta = nn.Parameter(torch.zeros(d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_norm(x, self.gamma, self.beta, self.eps)
+        return F.layer_norm(x, x.shape[-1:], self.gamma, self.beta, self.eps)

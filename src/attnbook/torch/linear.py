@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnbook.torch._checks import check_last_dim
@@ -35,8 +36,8 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.d_in:
             check_last_dim("x", x.unsqueeze(0) if x.dim() == 1 else x, self.d_in, "(..., d_in)")
-        y = x @ self.W
-        return y + self.b if self.b is not None else y
+        # x @ W + b in one fused call (addmm): F.linear takes the weight transposed, as nn.Linear stores it.
+        return F.linear(x, self.W.T, self.b)
 
     def extra_repr(self) -> str:
         return f"d_in={self.d_in}, d_out={self.d_out}, bias={self.b is not None}"

@@ -14,6 +14,7 @@ from torch import nn
 from attnbook._validate import check_mha_shapes
 from attnbook.torch._checks import as_mask, check_mask_fits
 from attnbook.torch.attention import scaled_dot_product_attention
+from attnbook.torch.kvcache import KVCache
 from attnbook.torch.linear import Linear
 
 
@@ -60,6 +61,8 @@ class MultiHeadAttention(nn.Module):
 
     ``forward(x_q, x_kv=None, mask=None, causal=False, need_weights=False)`` returns
     ``(output, weights)``; ``weights`` is ``None`` unless asked for. ``causal=True`` adds the causal mask.
+    With a ``cache`` (self-attention only), ``x_q`` holds the new tokens; their keys and values are
+    appended to those cached, and the queries attend to all of them (chapter 17).
     Without weights and without a padding mask it calls PyTorch's fused
     ``scaled_dot_product_attention``, which gives the same result faster.
     """
@@ -92,7 +95,12 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if cache is not None:
+            if x_kv is not None and x_kv is not x_q:
+                raise ValueError("a KVCache serves self-attention only; got a separate x_kv")
+            return self._forward_cached(x_q, cache, mask, causal, need_weights or self.record)
         x_kv = x_q if x_kv is None else x_kv
         check_mha_shapes(tuple(x_q.shape), tuple(x_kv.shape), tuple(self.W_q.shape), tuple(self.W_k.shape),
                          self.d_model, self.n_heads)
@@ -119,3 +127,25 @@ class MultiHeadAttention(nn.Module):
         if self.record:
             self.last_weights = weights.detach()
         return out, weights if need_weights else None
+
+    def _forward_cached(self, x: torch.Tensor, cache: KVCache, mask: torch.Tensor | None, causal: bool,
+                        need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        check_mha_shapes(tuple(x.shape), tuple(x.shape), tuple(self.W_q.shape), tuple(self.W_k.shape),
+                         self.d_model, self.n_heads)
+        q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, T_new, d_head)
+        k, v = cache.update(self, split_heads(self.k_proj(x), self.n_heads), split_heads(self.v_proj(x), self.n_heads))
+        T_q, T_k = q.shape[-2], k.shape[-2]  # T_k = T_seen + T_new
+        if causal:  # new token i sits at position T_k - T_q + i and sees every position up to its own
+            c = torch.ones(T_q, T_k, dtype=torch.bool, device=x.device).tril(T_k - T_q)
+            mask = c if mask is None else as_mask(mask).to(x.device) & c
+        if mask is not None:
+            mask = as_mask(mask).to(x.device)
+            check_mask_fits(mask, tuple(x.shape[:-2]) + (T_q, T_k))
+            mask = mask.unsqueeze(-3)  # (..., 1, T_q, T_k): the same for every head
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+            if self.record:
+                self.last_weights = weights.detach()
+            return self.out_proj(merge_heads(out)), weights
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, T_new, d_head)
+        return self.out_proj(merge_heads(out)), None

@@ -14,6 +14,7 @@ from torch import nn
 
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
+from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
 
@@ -174,8 +175,9 @@ class GPTConfig:
 class GPT(nn.Module):
     """Algorithm 10: a decoder-only Transformer with pre-norm blocks and tied embeddings (GPT-2's layout).
 
-    ``forward(ids)``: ``(B, T)`` ids, ``T <= block_size``, to ``(B, T, vocab_size)`` logits; position
-    ``t`` sees positions ``0 .. t`` only.
+    ``forward(ids, cache=None)``: ``(B, T)`` ids, ``T <= block_size``, to ``(B, T, vocab_size)`` logits;
+    position ``t`` sees positions ``0 .. t`` only. With a ``KVCache``, ``ids`` continue the tokens already
+    cached: they take the positions after them, and attend to them without recomputing them.
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -201,13 +203,17 @@ class GPT(nn.Module):
                 std = 0.02 / math.sqrt(2 * self.config.n_layers) if name.endswith(("out_proj.W", "fc2.W")) else 0.02
                 nn.init.normal_(p, 0.0, std)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        if ids.dim() != 2:
+            raise ValueError(f"ids must have shape (B, T); got {tuple(ids.shape)}")
         B, T = ids.shape
-        if T > self.config.block_size:
-            raise ValueError(f"sequence of length {T} is longer than block_size = {self.config.block_size}")
-        x = self.drop(self.tok(ids) + self.pos(T))  # (B, T, d_model)
+        offset = cache.length if cache is not None else 0
+        if offset + T > self.config.block_size:
+            seen = f" after {offset} cached tokens" if offset else ""
+            raise ValueError(f"sequence of length {T}{seen} is longer than block_size = {self.config.block_size}")
+        x = self.drop(self.tok(ids) + self.pos(T, offset))  # (B, T, d_model)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, cache=cache)
         return self.norm(x) @ self.tok.E.T  # (B, T, vocab_size): the unembedding is the embedding, tied
 
     def n_params(self, include_positions: bool = True) -> int:

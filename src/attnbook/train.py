@@ -1,0 +1,72 @@
+"""Train from the command line (chapter 17).
+
+    python -m attnbook.train gpt --preset cpu-small
+    python -m attnbook.train gpt --preset cpu-small --steps 500 --out-dir runs/small
+    python -m attnbook.train gpt --preset cpu-small --out-dir runs/small --resume
+    torchrun --standalone --nproc_per_node=2 -m attnbook.train gpt --preset tiny
+
+Every field of ``GPTRunConfig`` can be set with ``--field-name value``. With ``--out-dir`` the run
+keeps ``ckpt.pt`` (atomic, resumable) and ``log.json`` (the losses, for plotting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from pathlib import Path
+
+import torch
+
+from attnbook.training.lm import PRESETS, GPTRunConfig, preset, train_gpt
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false; got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m attnbook.train", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = parser.add_subparsers(dest="model", required=True)
+    gpt = sub.add_parser("gpt", help="a character-level GPT on Tiny Shakespeare (or --text-file)")
+    gpt.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
+    gpt.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt")
+    gpt.add_argument("--text-file", type=Path, help="train on this UTF-8 text instead of Tiny Shakespeare")
+    gpt.add_argument("--sample", type=int, default=300, help="characters to generate at the end (0: none)")
+    gpt.add_argument("--threads", type=int, default=0, help="CPU threads for PyTorch (0: its default)")
+    for f in dataclasses.fields(GPTRunConfig):
+        kind = _parse_bool if f.type in (bool, "bool") else {"int": int, "float": float}.get(str(f.type), str)
+        gpt.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None,
+                         help=f"(preset's value if omitted; cpu-small: {getattr(PRESETS['cpu-small'], f.name)!r})")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GPTRunConfig)
+                 if getattr(args, f.name) is not None}
+    config = preset(args.preset, **overrides)
+    text = args.text_file.read_text(encoding="utf-8") if args.text_file else None
+    run = train_gpt(config, text=text, resume=args.resume)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    print(f"steps {run.steps_done}, validation loss {run.val_loss:.4f}, training {run.train_seconds:.1f} s, "
+          f"{run.tokens_per_second:,.0f} tokens/s, {run.model.n_params():,} parameters")
+    if args.sample:
+        from attnbook.torch.decoding import generate
+
+        g = torch.Generator().manual_seed(config.seed)
+        start = torch.tensor([[run.tokenizer.stoi.get("\n", 0)]])
+        ids = generate(run.model, start, args.sample, temperature=0.8, generator=g, use_cache=True)
+        print(run.tokenizer.decode(ids[0, 1:]))
+
+
+if __name__ == "__main__":
+    main()

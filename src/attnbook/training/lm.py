@@ -1,0 +1,247 @@
+"""Training a character-level GPT on Tiny Shakespeare (chapter 17; Phuong and Hutter, algorithm 13).
+
+``train_gpt(config)`` runs the whole recipe: tokenize, split 90/10, draw random windows, AdamW with
+warm-up and cosine decay, periodic evaluation, a loss log, atomic checkpoints that resume exactly, the
+device chosen automatically (bf16 autocast on CUDA), and data parallelism when started by torchrun.
+``PRESETS`` names the recipes; ``python -m attnbook.train gpt --preset cpu-small`` runs one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from attnbook.data.shakespeare import load_tinyshakespeare
+from attnbook.data.text import CharTokenizer, random_windows, sequential_windows, split
+from attnbook.torch.transformer import GPT, GPTConfig
+from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
+from attnbook.training.device import autocast, pick_device
+from attnbook.training.distributed import init_distributed, mean_over_processes, shutdown
+from attnbook.training.schedule import lr_at
+from attnbook.training.trainer import make_optimizer
+
+# Fields that fix the shape of the model: a checkpoint resumes only into the same ones.
+MODEL_FIELDS = ("n_layers", "n_heads", "d_model", "block_size")
+
+
+@dataclass
+class GPTRunConfig:
+    """A training run: the model's size, the optimisation, evaluation and bookkeeping.
+
+    ``batch_size`` is the global batch: with torchrun each of N processes takes ``batch_size / N`` of
+    the same windows, so a run gives the same result on one process or several.
+    """
+
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    block_size: int = 64
+    dropout: float = 0.0
+    activation: str = "gelu"  # exact GELU, as in nanoGPT's recipe (GPT-2 itself uses the tanh approximation)
+    steps: int = 2000
+    batch_size: int = 12
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup: int = 100
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    eval_batches: int = 20  # batches of validation windows per periodic evaluation
+    seed: int = 1337
+    device: str = "auto"
+    precision: str = "auto"
+    out_dir: str = ""  # where checkpoints and the loss log go; "" keeps nothing on disk
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("n_layers", "n_heads", "d_model", "block_size", "steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        if not 0 <= self.warmup <= self.steps:
+            raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layers=self.n_layers,
+                         n_heads=self.n_heads, d_model=self.d_model, dropout=self.dropout,
+                         activation=self.activation)
+
+
+PRESETS: dict[str, GPTRunConfig] = {
+    # A few seconds: for tests and for trying the command.
+    "tiny": GPTRunConfig(n_layers=2, n_heads=2, d_model=32, block_size=16, steps=40, batch_size=8, warmup=5,
+                         eval_every=20, eval_batches=4),
+    # The well-known small CPU recipe: 4 layers, 4 heads, width 128, context 64, batch 12, 2000 steps.
+    "cpu-small": GPTRunConfig(),
+    # What chapter 17 trains inside its minute.
+    "notebook": GPTRunConfig(steps=600, batch_size=16, warmup=50, eval_every=100, eval_batches=10),
+    # A GPU recipe: 6 layers, 6 heads, width 384, context 256, batch 64, dropout 0.2.
+    "gpu": GPTRunConfig(n_layers=6, n_heads=6, d_model=384, block_size=256, dropout=0.2, steps=5000,
+                        batch_size=64, warmup=100, eval_every=500, eval_batches=40),
+}
+
+
+def preset(name: str, **overrides: Any) -> GPTRunConfig:
+    """A named recipe from ``PRESETS``, with any field replaced."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; the presets are {sorted(PRESETS)}")
+    return replace(PRESETS[name], **overrides)
+
+
+@dataclass
+class GPTRun:
+    """What ``train_gpt`` returns: the model (on the CPU, in eval mode), its tokenizer and the log.
+
+    ``log`` has one dict per step: ``step``, ``loss``, ``lr``, and ``val_loss`` at evaluations.
+    """
+
+    model: GPT
+    tokenizer: CharTokenizer
+    config: GPTRunConfig
+    log: list[dict[str, float]] = field(default_factory=list)
+    train_seconds: float = 0.0
+    steps_done: int = 0
+    val_loss: float = math.nan
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.steps_done * self.config.batch_size * self.config.block_size / max(self.train_seconds, 1e-9)
+
+
+@torch.no_grad()
+def evaluate_loss(model: GPT, data: torch.Tensor, block_size: int, batch_size: int = 64,
+                  max_batches: int | None = None, device: torch.device | str = "cpu") -> float:
+    """Mean cross-entropy (nats per character) over non-overlapping windows of ``data``, in order."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for x, y in sequential_windows(data, block_size, batch_size, max_batches):
+        logits = model(x.to(device))
+        total += F.cross_entropy(logits.flatten(0, 1).float(), y.to(device).flatten(), reduction="sum").item()
+        count += y.numel()
+    model.train(was_training)
+    return total / count
+
+
+def _state(model, optimizer, generator, step, config, tokenizer, log, train_seconds) -> dict[str, Any]:
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+            "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "config": asdict(config),
+            "chars": tokenizer.chars, "log": log, "train_seconds": train_seconds}
+
+
+def load_gpt(path: str | os.PathLike) -> tuple[GPT, CharTokenizer]:
+    """The model and tokenizer of a checkpoint written by ``train_gpt``, on the CPU in eval mode."""
+    state = load_checkpoint(path)
+    tokenizer = CharTokenizer(state["chars"])
+    model = GPT(GPTRunConfig(**state["config"]).model_config(tokenizer.vocab_size))
+    model.load_state_dict(state["model"])
+    return model.eval(), tokenizer
+
+
+def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = False,
+              stop_after: int | None = None) -> GPTRun:
+    """Train a GPT on ``text`` (Tiny Shakespeare by default) as ``config`` says.
+
+    ``resume=True`` continues from ``config.out_dir/ckpt.pt``; ``stop_after`` ends the run after that
+    step, as an interruption would (a checkpoint is written there first when ``out_dir`` is set).
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun
+    if config.batch_size % world_size:
+        raise ValueError(f"batch_size = {config.batch_size} must divide evenly among {world_size} processes")
+    device = pick_device(config.device)
+    info = init_distributed(device.type)
+    if info.enabled and device.type == "cuda":
+        device = torch.device("cuda", info.local_rank)
+    text = load_tinyshakespeare() if text is None else text
+    tokenizer = CharTokenizer.from_text(text)
+    train_ids, val_ids = split(tokenizer.encode(text), 0.9)
+
+    torch.manual_seed(config.seed)
+    model = GPT(config.model_config(tokenizer.vocab_size)).to(device)
+    optimizer = make_optimizer(model, config.lr, config.weight_decay, (config.beta1, config.beta2))
+    generator = torch.Generator().manual_seed(config.seed)  # draws the windows, the same on every process
+    out_dir = Path(config.out_dir) if config.out_dir else None
+    run = GPTRun(model, tokenizer, config)
+    start = 0
+    if resume:
+        start = _resume(run, optimizer, generator, out_dir)
+    net = torch.nn.parallel.DistributedDataParallel(model) if info.enabled else model
+    share = config.batch_size // info.world_size
+    bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc="training",
+               disable=not (config.progress and info.is_main))
+    model.train()
+    for step in bar:
+        lr = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr, "cosine")
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        tic = time.perf_counter()
+        x, y = random_windows(train_ids, config.block_size, config.batch_size, generator)  # (B, T) each
+        mine = slice(info.rank * share, (info.rank + 1) * share)  # this process's share of the batch
+        x, y = x[mine].to(device), y[mine].to(device)
+        with autocast(device, config.precision):
+            logits = net(x)  # (B / N, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # under DDP the gradients are averaged over processes here
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        loss_value = mean_over_processes(loss, info).item()
+        run.train_seconds += time.perf_counter() - tic
+        run.steps_done = step + 1
+        entry = {"step": step + 1, "loss": loss_value, "lr": lr}
+        last = step + 1 == config.steps or step + 1 == stop_after
+        if (config.eval_every and (step + 1) % config.eval_every == 0) or last:
+            batches = None if step + 1 == config.steps else config.eval_batches  # the whole split at the end
+            entry["val_loss"] = evaluate_loss(model, val_ids, config.block_size, 64, batches, device)
+            bar.set_postfix(loss=f"{loss_value:.3f}", val=f"{entry['val_loss']:.3f}")
+            run.log.append(entry)
+            if out_dir is not None and info.is_main:
+                _save(run, optimizer, generator, out_dir)
+        else:
+            run.log.append(entry)
+        if last:
+            break
+    bar.close()
+    shutdown(info)
+    run.val_loss = next((e["val_loss"] for e in reversed(run.log) if "val_loss" in e), math.nan)
+    run.model = model.cpu().eval()
+    return run
+
+
+def _save(run: GPTRun, optimizer, generator, out_dir: Path) -> None:
+    save_checkpoint(_state(run.model, optimizer, generator, run.steps_done, run.config, run.tokenizer, run.log,
+                           run.train_seconds), out_dir / "ckpt.pt")
+    tmp = out_dir / "log.json.tmp"
+    tmp.write_text(json.dumps(run.log))
+    os.replace(tmp, out_dir / "log.json")
+
+
+def _resume(run: GPTRun, optimizer, generator, out_dir: Path | None) -> int:
+    if out_dir is None:
+        raise ValueError("resume=True needs config.out_dir, the folder of the checkpoint to resume from")
+    state = load_checkpoint(out_dir / "ckpt.pt")
+    saved = state["config"]
+    different = {k: (saved[k], getattr(run.config, k)) for k in MODEL_FIELDS if saved[k] != getattr(run.config, k)}
+    if different:
+        raise ValueError(f"the checkpoint's model differs from this config (saved, requested): {different}")
+    if state["chars"] != run.tokenizer.chars:
+        raise ValueError("the checkpoint was trained on a text with another alphabet")
+    run.model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    run.log, run.train_seconds, run.steps_done = list(state["log"]), state["train_seconds"], state["step"]
+    return state["step"]
