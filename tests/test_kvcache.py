@@ -7,10 +7,11 @@ from attnbook.torch import GPT, GPTConfig, KVCache, generate, record_attention
 from attnbook.torch.reference import TorchGPT, copy_gpt_to_torch
 
 
-@pytest.fixture
-def model():
+@pytest.fixture(params=[True, False], ids=["biases", "no-biases"])
+def model(request):
     torch.manual_seed(0)
-    m = GPT(GPTConfig(vocab_size=23, block_size=24, n_layers=2, n_heads=4, d_model=32, activation="gelu"))
+    m = GPT(GPTConfig(vocab_size=23, block_size=24, n_layers=2, n_heads=4, d_model=32, activation="gelu",
+                      bias=request.param))
     with torch.no_grad():  # larger weights than the initialisation, so tokens differ in their predictions
         for p in m.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -62,11 +63,16 @@ def test_cache_errors_are_clear(model):
         attn(x, torch.randn(1, 4, 32), cache=KVCache())
 
 
-def test_torch_reference_computes_the_same_gpt():
+@pytest.mark.parametrize("bias", [True, False])
+def test_torch_reference_computes_the_same_gpt(bias):
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=30, block_size=16, n_layers=2, n_heads=4, d_model=32, activation="gelu")
+    config = GPTConfig(vocab_size=30, block_size=16, n_layers=2, n_heads=4, d_model=32, activation="gelu", bias=bias)
     ours, ref = GPT(config), TorchGPT(config)
+    with torch.no_grad():  # non-zero biases and norm parameters, so that copying them is tested
+        for p in ours.parameters():
+            p.add_(0.1 * torch.randn_like(p))
     copy_gpt_to_torch(ours, ref)
+    assert sum(p.numel() for p in ref.parameters()) == ours.n_params()
     ids = torch.randint(30, (3, 16))
     torch.testing.assert_close(ref(ids), ours(ids), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ref(ids[:, :7]), ours(ids[:, :7]), atol=1e-5, rtol=1e-5)  # causal: shorter input

@@ -52,3 +52,36 @@ def test_dot_vs_cosine_widget_recomputes_on_slider_change():
     angle.value = 0.0
     length.value = 2.0
     assert plt.gcf().axes[0].get_title() == "u · v = 2.00    cos(u, v) = 1.00"
+
+
+def test_next_char_widget_follows_the_temperature():
+    import torch
+
+    from attnbook.data import CharTokenizer
+    from attnbook.torch import GPT, GPTConfig
+    from attnbook.widgets import next_char_temperature
+
+    torch.manual_seed(0)
+    tok = CharTokenizer("abc\n ")
+    model = GPT(GPTConfig(vocab_size=5, block_size=8, n_layers=1, n_heads=1, d_model=8))
+    slider, out = next_char_temperature(model, tok, "abc ab").children
+    slider.value = 0.1
+    ax = plt.gcf().axes[0]
+    assert ax.get_title() == "after 'abc ab', temperature 0.10" and ax.get_ylabel() == "probability"
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == sorted(heights, reverse=True) and sum(heights) == pytest.approx(1.0)
+
+
+def test_attention_browser_switches_layer_and_head():
+    from attnbook.widgets import attention_browser
+
+    maps = {"layer 0": np.stack([np.eye(4), np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]]),
+            "layer 1": np.stack([np.eye(4)] * 3)}
+    layer, head = attention_browser(maps, "ab c").children[0].children
+    head.value = 1
+    ax = plt.gcf().axes[0]
+    assert ax.get_title() == "layer 0, head 1" and ax.get_xlabel() == "key (attended to)"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "␣", "c"]
+    np.testing.assert_allclose(ax.images[0].get_array(), maps["layer 0"][1])
+    layer.value = "layer 1"
+    assert plt.gcf().axes[0].get_title() == "layer 1, head 1"

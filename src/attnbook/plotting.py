@@ -221,3 +221,34 @@ def plot_influence(ax: Axes, influence: np.ndarray, title: str, xlabel: str = "i
     ax.set_title(title)
     plt.colorbar(im, ax=ax, label="|d out_t / d in_s|", fraction=0.046, pad=0.04)
     return ax
+
+
+def char_label(c: str) -> str:
+    """A character as a readable tick label: newline as '⏎', space as '␣'."""
+    return {"\n": "⏎", " ": "␣"}.get(c, c)
+
+
+def plot_next_char(ax: Axes, probs: np.ndarray, chars: str, title: str, top: int = 15) -> Axes:
+    """Bars of the ``top`` likeliest next characters, from ``probs`` of shape ``(V,)`` (chapter 17)."""
+    order = np.argsort(-probs, kind="stable")[:top]
+    ax.bar(range(len(order)), probs[order], color="C0")
+    ax.set_xticks(range(len(order)), [char_label(chars[i]) for i in order])
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(f"next character (the {len(order)} likeliest)")
+    ax.set_ylabel("probability")
+    ax.set_title(title)
+    return ax
+
+
+def plot_attention(ax: Axes, weights: np.ndarray, labels: Sequence[str], title: str, colorbar: bool = True) -> Axes:
+    """One head's attention map ``(T_q, T_k)``: rows are queries, columns keys, with token tick labels."""
+    im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0)
+    T_q, T_k = weights.shape
+    ax.set_xticks(range(T_k), [char_label(c) for c in labels[:T_k]], fontsize=7)
+    ax.set_yticks(range(T_q), [char_label(c) for c in labels[:T_q]], fontsize=7)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    ax.set_title(title)
+    if colorbar:
+        plt.colorbar(im, ax=ax, label="attention weight", fraction=0.046, pad=0.04)
+    return ax

@@ -186,3 +186,46 @@ def positional_encoding_explorer(T: int = 64, d_model: int = 32) -> widgets.VBox
 
     out = widgets.interactive_output(draw, {"pos": position})
     return widgets.VBox([position, out])
+
+
+def next_char_temperature(model, tokenizer, prompt: str) -> widgets.VBox:
+    """A temperature slider over a trained model's next-character distribution after ``prompt`` (chapter 17)."""
+    import torch
+
+    from attnbook.plotting import plot_next_char
+
+    with torch.no_grad():
+        logits = model.eval()(tokenizer.encode(prompt)[None, -model.config.block_size:])[0, -1].double()
+    temperature = _log_slider("temperature", 1.0, -1.0, 0.7)
+
+    def draw(t: float) -> None:
+        probs = torch.softmax(logits / t, dim=-1).numpy()
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        plot_next_char(ax, probs, tokenizer.chars, f"after {prompt[-24:]!r}, temperature {t:.2f}")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"t": temperature})
+    return widgets.VBox([temperature, out])
+
+
+def attention_browser(maps: dict[str, np.ndarray], labels: str) -> widgets.VBox:
+    """Browse attention maps: ``maps`` takes a layer's name to its weights ``(h, T_q, T_k)`` (chapter 18).
+
+    ``labels`` holds the characters (or tokens) of the queries and keys.
+    """
+    from attnbook.plotting import plot_attention
+
+    names = list(maps)
+    layer = widgets.Dropdown(options=names, value=names[0], description="attention")
+    head = widgets.IntSlider(value=0, min=0, max=maps[names[0]].shape[0] - 1, description="head",
+                             continuous_update=False)
+
+    def draw(name: str, h: int) -> None:
+        fig, ax = plt.subplots(figsize=(6.5, 5.5))
+        plot_attention(ax, np.asarray(maps[name][h]), labels, f"{name}, head {h}")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"name": layer, "h": head})
+    return widgets.VBox([widgets.HBox([layer, head]), out])

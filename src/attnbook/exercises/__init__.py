@@ -25,11 +25,17 @@ from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_
 from attnbook.exercises.ch14 import check_decoder_self_mask, check_shift_right
 from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
 from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
+from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
+from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
 
 __all__ = [
     "Verdict",
     "check_analogy",
     "check_attend",
+    "check_attention_entropy",
+    "check_attention_scores",
+    "check_bigram_loss",
+    "check_previous_token_score",
     "check_attention_columns",
     "check_bilinear_score",
     "check_conv1d_same",

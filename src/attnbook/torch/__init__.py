@@ -9,7 +9,7 @@ from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.decoding import generate, greedy_decode, sample_next
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import FeedForward
-from attnbook.torch.inspect import record_attention
+from attnbook.torch.inspect import ablate_heads, attention_entropy, offset_score, record_attention, weight_on
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
@@ -45,6 +45,8 @@ __all__ = [
     "TokenEmbedding",
     "TransformerConfig",
     "Unembedding",
+    "ablate_heads",
+    "attention_entropy",
     "cosine_similarity",
     "dot",
     "generate",
@@ -52,10 +54,12 @@ __all__ = [
     "layer_norm",
     "merge_heads",
     "multi_head_attention",
+    "offset_score",
     "pairwise_cosine_similarity",
     "record_attention",
     "sample_next",
     "scaled_dot_product_attention",
     "softmax",
     "split_heads",
+    "weight_on",
 ]

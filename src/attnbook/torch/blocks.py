@@ -50,14 +50,14 @@ class DecoderBlock(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
-                 activation: str = "relu", eps: float = 1e-5, cross_attention: bool = True) -> None:
+                 activation: str = "relu", eps: float = 1e-5, cross_attention: bool = True, bias: bool = True) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout) if cross_attention else None
-        self.ff = FeedForward(d_model, d_ff, activation, dropout)
-        self.norm1, self.norm3 = LayerNorm(d_model, eps), LayerNorm(d_model, eps)
-        self.norm2 = LayerNorm(d_model, eps) if cross_attention else None
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
+        self.ff = FeedForward(d_model, d_ff, activation, dropout, bias)
+        self.norm1, self.norm3 = LayerNorm(d_model, eps, bias), LayerNorm(d_model, eps, bias)
+        self.norm2 = LayerNorm(d_model, eps, bias) if cross_attention else None
         self.drop1, self.drop2, self.drop3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, self_mask: torch.Tensor | None = None,

@@ -21,12 +21,13 @@ class FeedForward(nn.Module):
     Shapes: ``(..., d_model)`` to ``(..., d_model)`` through a hidden width ``d_ff``.
     """
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0,
+                 bias: bool = True) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}")
         self.activation = activation
-        self.fc1, self.fc2 = Linear(d_model, d_ff), Linear(d_ff, d_model)
+        self.fc1, self.fc2 = Linear(d_model, d_ff, bias), Linear(d_ff, d_model, bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

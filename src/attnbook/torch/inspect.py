@@ -29,3 +29,66 @@ def record_attention(model: torch.nn.Module) -> Iterator[dict[str, torch.Tensor]
             if m.last_weights is not None:
                 weights[name] = m.last_weights
             m.last_weights = None
+
+
+def offset_score(weights: torch.Tensor, offset: int = -1) -> torch.Tensor:
+    """How much weight each query puts on the key ``offset`` positions away, averaged over queries.
+
+    ``weights`` ``(..., h, T_q, T_k)`` from self-attention (``T_q == T_k``). ``offset=-1`` gives the
+    previous-token score, ``0`` the weight on the token itself. Queries whose key ``t + offset`` does not
+    exist are left out. Returns ``(..., h)``: averaged over queries (and over any leading batch axes
+    the caller averages itself). Chapter 18.
+    """
+    T_q, T_k = weights.shape[-2:]
+    if T_q != T_k:
+        raise ValueError(f"offset_score needs self-attention weights (T_q == T_k); got {T_q} queries, {T_k} keys")
+    if not -T_q < offset < T_q:
+        raise ValueError(f"offset must lie strictly between {-T_q} and {T_q}; got {offset}")
+    return torch.diagonal(weights, offset=offset, dim1=-2, dim2=-1).mean(dim=-1)
+
+
+def weight_on(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """The weight each query ``q`` puts on the key ``keys[q]``, averaged over queries.
+
+    ``weights`` ``(..., h, T_q, T_k)``, ``keys`` ``(T_q,)`` integer key positions. Returns ``(..., h)``.
+    For example ``keys = L - 1 - arange(L)`` measures the mirrored position of a reversal. Chapter 18.
+    """
+    T_q, T_k = weights.shape[-2:]
+    keys = torch.as_tensor(keys, device=weights.device)
+    if keys.shape != (T_q,) or keys.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"keys must be {T_q} integer positions, one per query; got {keys.dtype} of shape "
+                         f"{tuple(keys.shape)}")
+    if keys.numel() and (int(keys.min()) < 0 or int(keys.max()) >= T_k):
+        raise ValueError(f"keys must lie in [0, {T_k - 1}]")
+    return weights[..., torch.arange(T_q, device=weights.device), keys].mean(dim=-1)
+
+
+def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """The entropy (nats) of each query's weights, averaged over queries: ``(..., h, T_q, T_k)`` to ``(..., h)``.
+
+    0 means every query looks at a single key; ``log T_k`` means it spreads evenly. Chapter 18.
+    """
+    p = weights.clamp_min(0)
+    return -(p * torch.log(p.clamp_min(1e-30))).sum(dim=-1).mean(dim=-1)
+
+
+@contextmanager
+def ablate_heads(attention: MultiHeadAttention, heads: list[int]) -> Iterator[None]:
+    """Within the block, the listed heads of ``attention`` contribute nothing: their slice of the
+    concatenated head outputs is zeroed before the output projection. Chapter 18."""
+    d_head = attention.d_model // attention.n_heads
+    bad = [h for h in heads if not 0 <= h < attention.n_heads]
+    if bad:
+        raise ValueError(f"heads must lie in [0, {attention.n_heads - 1}]; got {bad}")
+    keep = torch.ones(attention.d_model)
+    for h in heads:
+        keep[h * d_head:(h + 1) * d_head] = 0.0
+
+    def hook(module, args):
+        return (args[0] * keep.to(args[0].device, args[0].dtype),)
+
+    handle = attention.out_proj.register_forward_pre_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()

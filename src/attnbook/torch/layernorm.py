@@ -19,17 +19,18 @@ def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: fl
 
 
 class LayerNorm(nn.Module):
-    """``layer_norm`` with learned ``gamma`` (starting at 1) and ``beta`` (starting at 0) of shape ``(d,)``.
+    """``layer_norm`` with learned ``gamma`` (starting at 1) and ``beta`` (starting at 0) of shape ``(d,)``;
+    ``bias=False`` leaves ``beta`` out.
 
     The module calls PyTorch's fused kernel, which computes the same function as ``layer_norm`` above
     (the tests check it) in one pass instead of six.
     """
 
-    def __init__(self, d: int, eps: float = 1e-5) -> None:
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         self.eps = eps
         self.gamma = nn.Parameter(torch.ones(d))
-        self.beta = nn.Parameter(torch.zeros(d))
+        self.beta = nn.Parameter(torch.zeros(d)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, x.shape[-1:], self.gamma, self.beta, self.eps)

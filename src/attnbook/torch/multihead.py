@@ -45,15 +45,19 @@ def multi_head_attention(
     """
     check_mha_shapes(tuple(X_q.shape), tuple(X_kv.shape), tuple(params.W_q.shape), tuple(params.W_k.shape),
                      params.W_o.shape[1], n_heads)
-    Q = split_heads(X_q @ params.W_q + params.b_q, n_heads)  # (..., h, T_q, d_head)
-    K = split_heads(X_kv @ params.W_k + params.b_k, n_heads)  # (..., h, T_k, d_head)
-    V = split_heads(X_kv @ params.W_v + params.b_v, n_heads)  # (..., h, T_k, d_head)
+    Q = split_heads(_affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
+    K = split_heads(_affine(X_kv, params.W_k, params.b_k), n_heads)  # (..., h, T_k, d_head)
+    V = split_heads(_affine(X_kv, params.W_v, params.b_v), n_heads)  # (..., h, T_k, d_head)
     if mask is not None:
         mask = as_mask(mask).to(X_q.device)
         check_mask_fits(mask, tuple(X_q.shape[:-1]) + (X_kv.shape[-2],))
         mask = mask.unsqueeze(-3)  # one mask for every head: (..., 1, T_q, T_k)
     heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
-    return merge_heads(heads) @ params.W_o + params.b_o, weights
+    return _affine(merge_heads(heads), params.W_o, params.b_o), weights
+
+
+def _affine(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return X @ W if b is None else X @ W + b  # a model without biases has b = None
 
 
 class MultiHeadAttention(nn.Module):
@@ -67,7 +71,8 @@ class MultiHeadAttention(nn.Module):
     ``scaled_dot_product_attention``, which gives the same result faster.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0,
+                 bias: bool = True) -> None:
         super().__init__()
         if n_heads < 1 or d_model % n_heads:
             raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
@@ -75,8 +80,8 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.dropout = d_model, n_heads, dropout
         self.record = False  # set by attnbook.torch.inspect.record_attention
         self.last_weights: torch.Tensor | None = None
-        self.q_proj, self.k_proj = Linear(d_model, d_model), Linear(d_kv, d_model)
-        self.v_proj, self.out_proj = Linear(d_kv, d_model), Linear(d_model, d_model)
+        self.q_proj, self.k_proj = Linear(d_model, d_model, bias), Linear(d_kv, d_model, bias)
+        self.v_proj, self.out_proj = Linear(d_kv, d_model, bias), Linear(d_model, d_model, bias)
 
     # The row-convention weights, under the names the functional form expects.
     W_q = property(lambda self: self.q_proj.W)

@@ -24,9 +24,9 @@ class TorchGPT(nn.Module):
         self.tok = nn.Embedding(c.vocab_size, c.d_model)
         self.pos = nn.Embedding(c.block_size, c.d_model)
         layer = nn.TransformerEncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, activation=c.activation,
-                                           layer_norm_eps=c.eps, batch_first=True, norm_first=True)
+                                           layer_norm_eps=c.eps, batch_first=True, norm_first=True, bias=c.bias)
         self.blocks = nn.TransformerEncoder(layer, c.n_layers, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(c.d_model, eps=c.eps)
+        self.norm = nn.LayerNorm(c.d_model, eps=c.eps, bias=c.bias)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         T = ids.shape[1]
@@ -44,14 +44,20 @@ def copy_gpt_to_torch(ours: GPT, theirs: TorchGPT) -> None:
     for block, layer in zip(ours.blocks, theirs.blocks.layers, strict=True):
         a = block.self_attn
         layer.self_attn.in_proj_weight.copy_(torch.cat([a.W_q, a.W_k, a.W_v], dim=1).T)
-        layer.self_attn.in_proj_bias.copy_(torch.cat([a.b_q, a.b_k, a.b_v]))
         layer.self_attn.out_proj.weight.copy_(a.W_o.T)
-        layer.self_attn.out_proj.bias.copy_(a.b_o)
+        if ours.config.bias:
+            layer.self_attn.in_proj_bias.copy_(torch.cat([a.b_q, a.b_k, a.b_v]))
+            layer.self_attn.out_proj.bias.copy_(a.b_o)
         for lin, fc in ((layer.linear1, block.ff.fc1), (layer.linear2, block.ff.fc2)):
             lin.weight.copy_(fc.W.T)
-            lin.bias.copy_(fc.b)
+            if ours.config.bias:
+                lin.bias.copy_(fc.b)
         for norm, ln in ((layer.norm1, block.norm1), (layer.norm2, block.norm3)):
-            norm.weight.copy_(ln.gamma)
-            norm.bias.copy_(ln.beta)
-    theirs.norm.weight.copy_(ours.norm.gamma)
-    theirs.norm.bias.copy_(ours.norm.beta)
+            _copy_norm(norm, ln)
+    _copy_norm(theirs.norm, ours.norm)
+
+
+def _copy_norm(theirs: nn.LayerNorm, ours) -> None:
+    theirs.weight.copy_(ours.gamma)
+    if ours.beta is not None:
+        theirs.bias.copy_(ours.beta)

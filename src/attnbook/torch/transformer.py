@@ -166,6 +166,7 @@ class GPTConfig:
     dropout: float = 0.0
     activation: str = "gelu_tanh"
     eps: float = 1e-5
+    bias: bool = True  # biases in linear layers and layer norms, as in GPT-2; nanoGPT's recipes leave them out
 
     def __post_init__(self) -> None:
         _check_heads(self.d_model, self.n_heads)
@@ -188,8 +189,8 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
-                         eps=c.eps, cross_attention=False) for _ in range(c.n_layers))
-        self.norm = LayerNorm(c.d_model, c.eps)
+                         eps=c.eps, cross_attention=False, bias=c.bias) for _ in range(c.n_layers))
+        self.norm = LayerNorm(c.d_model, c.eps, c.bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

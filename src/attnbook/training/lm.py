@@ -47,6 +47,7 @@ class GPTRunConfig:
     block_size: int = 64
     dropout: float = 0.0
     activation: str = "gelu"  # exact GELU, as in nanoGPT's recipe (GPT-2 itself uses the tanh approximation)
+    bias: bool = False  # no biases in linear layers and layer norms, as in nanoGPT's recipe
     steps: int = 2000
     batch_size: int = 12
     lr: float = 1e-3
@@ -76,7 +77,7 @@ class GPTRunConfig:
     def model_config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layers=self.n_layers,
                          n_heads=self.n_heads, d_model=self.d_model, dropout=self.dropout,
-                         activation=self.activation)
+                         activation=self.activation, bias=self.bias)
 
 
 PRESETS: dict[str, GPTRunConfig] = {
