@@ -31,15 +31,30 @@ def test_offset_score_matches_a_loop():
 
 
 def test_weight_on_picks_one_key_per_query():
-    w = causal_weights(3, 6)
+    w = causal_weights(3, 6)  # (2, 3, 6, 6)
     keys = torch.tensor([0, 0, 1, 1, 2, 5])
     loop = sum(w[..., q, k] for q, k in enumerate(keys.tolist())) / 6
     torch.testing.assert_close(at.weight_on(w, keys), loop)
     torch.testing.assert_close(at.weight_on(w, torch.arange(6)), at.offset_score(w, 0))
-    with pytest.raises(ValueError, match="6 integer positions"):
+    per_input = torch.tensor([[-1, 0, 0, 2, 2, 2], [0, 1, 2, 3, 4, -1]])  # -1: query left out
+    expected = torch.stack([sum(w[0, :, q, k] for q, k in [(1, 0), (2, 0), (3, 2), (4, 2), (5, 2)]) / 5,
+                            sum(w[1, :, q, q] for q in range(5)) / 5])
+    torch.testing.assert_close(at.weight_on(w, per_input), expected)
+    with pytest.raises(ValueError, match=r"shape \(6,\) or \(2, 6\)"):
         at.weight_on(w, torch.arange(5))
     with pytest.raises(ValueError, match=r"\[0, 5\]"):
         at.weight_on(w, torch.full((6,), 6))
+
+
+def test_most_recent_matches_a_loop():
+    ids = torch.tensor([[5, 1, 5, 2, 2, 7, 1], [1, 1, 3, 3, 3, 3, 3]])
+    got = at.most_recent(ids, [1, 2])
+    for b in range(2):
+        for t in range(7):
+            before = [s for s in range(t) if int(ids[b, s]) in (1, 2)]
+            assert int(got[b, t]) == (before[-1] if before else -1)
+    with pytest.raises(ValueError, match=r"\(B, T\)"):
+        at.most_recent(ids[0], [1])
 
 
 def test_attention_entropy_extremes_and_a_loop():

@@ -144,6 +144,8 @@ def bench_gpt(steps: int, new_tokens: int) -> None:
           f"{run.tokens_per_second:,.0f} tokens/s", flush=True)
 
     newline = torch.tensor([[run.tokenizer.stoi["\n"]]])
+    sample = generate(run.model, newline, 300, temperature=0.8, generator=torch.Generator().manual_seed(0))
+    print("a sample at temperature 0.8:\n" + run.tokenizer.decode(sample[0, 1:]), flush=True)
     g = bench_generation(run.model, newline, new_tokens)
     print(f"generation, trained model (context {config.block_size}), {new_tokens} new tokens: "
           f"{g['no cache']:,.0f} tokens/s without cache, {g['cache']:,.0f} with, speed-up "

@@ -9,7 +9,14 @@ from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.decoding import generate, greedy_decode, sample_next
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import FeedForward
-from attnbook.torch.inspect import ablate_heads, attention_entropy, offset_score, record_attention, weight_on
+from attnbook.torch.inspect import (
+    ablate_heads,
+    attention_entropy,
+    most_recent,
+    offset_score,
+    record_attention,
+    weight_on,
+)
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
@@ -53,6 +60,7 @@ __all__ = [
     "greedy_decode",
     "layer_norm",
     "merge_heads",
+    "most_recent",
     "multi_head_attention",
     "offset_score",
     "pairwise_cosine_similarity",

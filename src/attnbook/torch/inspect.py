@@ -48,19 +48,36 @@ def offset_score(weights: torch.Tensor, offset: int = -1) -> torch.Tensor:
 
 
 def weight_on(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """The weight each query ``q`` puts on the key ``keys[q]``, averaged over queries.
+    """The weight each query ``q`` puts on the key ``keys[..., q]``, averaged over queries.
 
-    ``weights`` ``(..., h, T_q, T_k)``, ``keys`` ``(T_q,)`` integer key positions. Returns ``(..., h)``.
-    For example ``keys = L - 1 - arange(L)`` measures the mirrored position of a reversal. Chapter 18.
+    ``weights`` ``(..., h, T_q, T_k)``; ``keys`` integer key positions, ``(T_q,)`` for every input alike
+    or ``(B, T_q)`` one row per input (for ``weights`` of shape ``(B, h, T_q, T_k)``). A key of -1
+    leaves that query out of the average. Returns ``(..., h)``. For example ``keys = L - 1 - arange(L)``
+    measures the mirrored position of a reversal. Chapter 18.
     """
     T_q, T_k = weights.shape[-2:]
     keys = torch.as_tensor(keys, device=weights.device)
-    if keys.shape != (T_q,) or keys.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"keys must be {T_q} integer positions, one per query; got {keys.dtype} of shape "
-                         f"{tuple(keys.shape)}")
-    if keys.numel() and (int(keys.min()) < 0 or int(keys.max()) >= T_k):
-        raise ValueError(f"keys must lie in [0, {T_k - 1}]")
-    return weights[..., torch.arange(T_q, device=weights.device), keys].mean(dim=-1)
+    batch = tuple(weights.shape[:-3])
+    if keys.dtype not in (torch.int64, torch.int32) or keys.shape not in ((T_q,), batch + (T_q,)):
+        raise ValueError(f"keys must be integer positions of shape ({T_q},) or {batch + (T_q,)}; got {keys.dtype} "
+                         f"of shape {tuple(keys.shape)}")
+    if keys.numel() and (int(keys.min()) < -1 or int(keys.max()) >= T_k):
+        raise ValueError(f"keys must lie in [0, {T_k - 1}], or be -1 to leave a query out")
+    keys = keys.expand(batch + (T_q,)).unsqueeze(-2)  # (..., 1, T_q): the same keys for every head
+    valid = (keys >= 0).to(weights.dtype)
+    picked = torch.gather(weights, -1, keys.clamp_min(0).expand(weights.shape[:-1]).unsqueeze(-1)).squeeze(-1)
+    return (picked * valid).sum(-1) / valid.sum(-1).clamp_min(1)
+
+
+def most_recent(ids: torch.Tensor, tokens: list[int]) -> torch.Tensor:
+    """For each position ``t`` of ``ids`` ``(B, T)``, the last position before ``t`` that holds one of
+    ``tokens``, or -1 where there is none; ``(B, T)``, ready for ``weight_on``. Chapter 18."""
+    if ids.dim() != 2:
+        raise ValueError(f"ids must have shape (B, T); got {tuple(ids.shape)}")
+    hit = torch.isin(ids, torch.as_tensor(tokens, device=ids.device))
+    positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+    latest = torch.cummax(torch.where(hit, positions, -1), dim=1).values  # last hit at or before t
+    return torch.cat([torch.full_like(ids[:, :1], -1), latest[:, :-1]], dim=1)  # strictly before t
 
 
 def attention_entropy(weights: torch.Tensor) -> torch.Tensor:

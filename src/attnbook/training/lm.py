@@ -47,7 +47,7 @@ class GPTRunConfig:
     block_size: int = 64
     dropout: float = 0.0
     activation: str = "gelu"  # exact GELU, as in nanoGPT's recipe (GPT-2 itself uses the tanh approximation)
-    bias: bool = False  # no biases in linear layers and layer norms, as in nanoGPT's recipe
+    bias: bool = True  # biases in linear layers and layer norms, as GPT-2 has (nanoGPT's recipes leave them out)
     steps: int = 2000
     batch_size: int = 12
     lr: float = 1e-3
@@ -87,7 +87,7 @@ PRESETS: dict[str, GPTRunConfig] = {
     # The well-known small CPU recipe: 4 layers, 4 heads, width 128, context 64, batch 12, 2000 steps.
     "cpu-small": GPTRunConfig(),
     # What chapter 17 trains inside its minute.
-    "notebook": GPTRunConfig(steps=600, batch_size=16, warmup=50, eval_every=100, eval_batches=10),
+    "notebook": GPTRunConfig(steps=400, lr=2e-3, warmup=40, eval_every=100, eval_batches=10),
     # A GPU recipe: 6 layers, 6 heads, width 384, context 256, batch 64, dropout 0.2.
     "gpu": GPTRunConfig(n_layers=6, n_heads=6, d_model=384, block_size=256, dropout=0.2, steps=5000,
                         batch_size=64, warmup=100, eval_every=500, eval_batches=40),
