@@ -19,8 +19,7 @@ def _unsmoothed(train_ids, val_ids, V):
     counts = torch.zeros(V, V, dtype=torch.float64)
     counts.index_put_((train_ids[:-1], train_ids[1:]), torch.ones(len(train_ids) - 1, dtype=torch.float64),
                       accumulate=True)
-    with torch.no_grad():
-        log_p = (counts / counts.sum(dim=1, keepdim=True).clamp_min(1)).log()
+    log_p = (counts / counts.sum(dim=1, keepdim=True).clamp_min(1)).log()
     return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
 
 

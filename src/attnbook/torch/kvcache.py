@@ -32,9 +32,5 @@ class KVCache:
         self.keys[module], self.values[module] = k, v
         return k, v
 
-    def clear(self) -> None:
-        self.keys.clear()
-        self.values.clear()
-
     def __repr__(self) -> str:
         return f"KVCache(modules={len(self.keys)}, length={self.length})"

@@ -60,6 +60,13 @@ def _affine(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.T
     return X @ W if b is None else X @ W + b  # a model without biases has b = None
 
 
+def _with_causal(mask: torch.Tensor | None, T_q: int, T_k: int, device: torch.device) -> torch.Tensor:
+    """``mask`` combined with the causal mask, for queries that are the last ``T_q`` of ``T_k`` positions:
+    query ``i`` sits at position ``T_k - T_q + i`` and sees every position up to its own."""
+    causal = torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(T_k - T_q)
+    return causal if mask is None else as_mask(mask).to(device) & causal
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention as a module: self-attention (``x_kv`` omitted) or cross-attention.
 
@@ -121,8 +128,7 @@ class MultiHeadAttention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             return self.out_proj(merge_heads(out)), None
         if causal:
-            c = torch.ones(T_q, T_k, dtype=torch.bool, device=x_q.device).tril(T_k - T_q)
-            mask = c if mask is None else as_mask(mask).to(x_q.device) & c
+            mask = _with_causal(mask, T_q, T_k, x_q.device)
         out, weights = multi_head_attention(x_q, x_kv, self, self.n_heads, mask)
         if dropout:
             # Attention dropout acts on the weights; recompute the output from the dropped weights.
@@ -140,9 +146,8 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, T_new, d_head)
         k, v = cache.update(self, split_heads(self.k_proj(x), self.n_heads), split_heads(self.v_proj(x), self.n_heads))
         T_q, T_k = q.shape[-2], k.shape[-2]  # T_k = T_seen + T_new
-        if causal:  # new token i sits at position T_k - T_q + i and sees every position up to its own
-            c = torch.ones(T_q, T_k, dtype=torch.bool, device=x.device).tril(T_k - T_q)
-            mask = c if mask is None else as_mask(mask).to(x.device) & c
+        if causal:
+            mask = _with_causal(mask, T_q, T_k, x.device)
         if mask is not None:
             mask = as_mask(mask).to(x.device)
             check_mask_fits(mask, tuple(x.shape[:-2]) + (T_q, T_k))
