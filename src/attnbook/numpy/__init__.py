@@ -6,6 +6,8 @@ concept exists there too.
 
 from attnbook.numpy.attention import masked_softmax, scaled_dot_product_attention, single_query_attention
 from attnbook.numpy.convolution import conv1d_as_attention, offset_attention_weights
+from attnbook.numpy.flash import online_normalizer, online_softmax, tile_schedule, tiled_attention
+from attnbook.numpy.gqa import grouped_query_attention, grouped_query_params, repeat_kv
 from attnbook.numpy.lookup import soft_lookup
 from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask
 from attnbook.numpy.multihead import MultiHeadParams, merge_heads, multi_head_attention, split_heads
@@ -59,4 +61,11 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "grouped_query_attention",
+    "grouped_query_params",
+    "online_normalizer",
+    "online_softmax",
+    "repeat_kv",
+    "tile_schedule",
+    "tiled_attention",
 ]

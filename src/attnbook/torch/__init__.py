@@ -9,6 +9,8 @@ from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.decoding import generate, greedy_decode, sample_next
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import FeedForward
+from attnbook.torch.flash import online_normalizer, online_softmax, tiled_attention
+from attnbook.torch.gqa import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from attnbook.torch.inspect import (
     ablate_heads,
     attention_entropy,
@@ -17,7 +19,7 @@ from attnbook.torch.inspect import (
     record_attention,
     weight_on,
 )
-from attnbook.torch.kvcache import KVCache
+from attnbook.torch.kvcache import KVCache, kv_cache_bytes
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
@@ -70,4 +72,11 @@ __all__ = [
     "softmax",
     "split_heads",
     "weight_on",
+    "GroupedQueryAttention",
+    "grouped_query_attention",
+    "kv_cache_bytes",
+    "online_normalizer",
+    "online_softmax",
+    "repeat_kv",
+    "tiled_attention",
 ]

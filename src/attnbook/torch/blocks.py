@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from attnbook.torch.feedforward import FeedForward
+from attnbook.torch.gqa import GroupedQueryAttention
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.multihead import MultiHeadAttention
@@ -47,13 +48,19 @@ class DecoderBlock(nn.Module):
     self_mask=None, memory_mask=None)``: ``x`` ``(B, T, d_model)``, ``memory`` ``(B, S, d_model)``;
     ``self_mask`` is combined with the causal mask; ``memory_mask`` broadcastable to ``(B, T, S)``.
     ``cache``, a ``KVCache``, keeps the self-attention's keys and values for generation (chapter 17).
+    ``n_kv_heads`` (default: ``n_heads``, plain multi-head attention) gives the self-attention that many
+    key-value heads, grouped-query attention (chapter 20).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
-                 activation: str = "relu", eps: float = 1e-5, cross_attention: bool = True, bias: bool = True) -> None:
+                 activation: str = "relu", eps: float = 1e-5, cross_attention: bool = True, bias: bool = True,
+                 n_kv_heads: int | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        if n_kv_heads is None:
+            self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        else:
+            self.self_attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
         self.ff = FeedForward(d_model, d_ff, activation, dropout, bias)
         self.norm1, self.norm3 = LayerNorm(d_model, eps, bias), LayerNorm(d_model, eps, bias)

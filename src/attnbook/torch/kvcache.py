@@ -24,6 +24,11 @@ class KVCache:
         """How many positions are cached (0 when empty)."""
         return next(iter(self.keys.values())).shape[-2] if self.keys else 0
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the cached keys and values of all modules (chapter 20)."""
+        return sum(t.numel() * t.element_size() for d in (self.keys, self.values) for t in d.values())
+
     def update(self, module: nn.Module, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new keys and values ``(B, h, T_new, d_head)`` of ``module``; return all of them."""
         if module in self.keys:
@@ -34,3 +39,13 @@ class KVCache:
 
     def __repr__(self) -> str:
         return f"KVCache(modules={len(self.keys)}, length={self.length})"
+
+
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int = 1, bytes_per_value: int = 4,
+                   batch: int = 1) -> int:
+    """Bytes a key-value cache needs: ``2 * n_layers * n_kv_heads * d_head * bytes_per_value`` per token.
+
+    The 2 counts keys and values; every layer caches both for each of its ``n_kv_heads`` key-value heads
+    (``n_heads`` for multi-head attention). Multiply by ``n_tokens`` and ``batch``. Chapter 20.
+    """
+    return 2 * n_layers * n_kv_heads * d_head * bytes_per_value * n_tokens * batch

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from attnbook.numpy.gqa import check_gqa_heads
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.kvcache import KVCache
@@ -167,9 +168,12 @@ class GPTConfig:
     activation: str = "gelu_tanh"
     eps: float = 1e-5
     bias: bool = True  # biases in linear layers and layer norms, as in GPT-2; nanoGPT's recipes leave them out
+    n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
 
     def __post_init__(self) -> None:
         _check_heads(self.d_model, self.n_heads)
+        if self.n_kv_heads is not None:
+            check_gqa_heads(self.d_model, self.n_heads, self.n_kv_heads)
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
 
 
@@ -189,7 +193,8 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
-                         eps=c.eps, cross_attention=False, bias=c.bias) for _ in range(c.n_layers))
+                         eps=c.eps, cross_attention=False, bias=c.bias, n_kv_heads=c.n_kv_heads)
+            for _ in range(c.n_layers))
         self.norm = LayerNorm(c.d_model, c.eps, c.bias)
         self.reset_parameters()
 

@@ -1,0 +1,157 @@
+"""The online softmax and tiled, FlashAttention-style attention (chapter 20).
+
+Plain attention forms the ``(T_q, T_k)`` matrix of scores, so its memory grows with ``T^2``. The online
+softmax (Milakov and Gimelshein, 2018) computes a softmax's normaliser in one pass over blocks of the
+scores, keeping a running maximum ``m`` and a running sum ``ell`` and rescaling ``ell`` whenever ``m`` grows.
+Tiled attention (Dao et al., 2022) applies the same rescaling to the weighted sum of values, so it never
+holds more than one ``(block_q, block_k)`` tile of scores at a time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attnbook._validate import check_mask_fits, check_qkv_shapes, shape_str
+from attnbook.numpy._arrays import as_float, as_mask
+
+
+def _check_block(name: str, size: int) -> None:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"{name} must be a positive integer (the number of positions in a block); got {size!r}")
+
+
+def _rescale(m_old: np.ndarray, m_new: np.ndarray) -> np.ndarray:
+    """``exp(m_old - m_new)``, the factor that moves sums taken relative to ``m_old`` to ``m_new``.
+
+    While a row has seen only ``-inf`` both are ``-inf``; its sums are 0, and the factor is 0 rather than NaN.
+    """
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isneginf(m_new), 0.0, np.exp(m_old - m_new))
+
+
+def online_normalizer(x: ArrayLike, block_size: int = 1, history: bool = False):
+    """The maximum ``m`` and the sum ``ell = sum_j exp(x_j - m)`` of the last axis, in one pass over blocks.
+
+    Shapes: ``x`` ``(..., n)``; returns ``m`` and ``ell`` of shape ``(...)``. The blocks of ``block_size``
+    entries are read once, left to right: after each, ``m`` is the maximum so far and ``ell`` the sum so far
+    measured relative to it, so ``softmax(x) = exp(x - m) / ell``. A row of all ``-inf`` gives
+    ``m = -inf`` and ``ell = 0``. With ``history=True`` it returns ``(m, ell)`` after every block instead, each
+    of shape ``(n_blocks, ...)``. Chapter 20; Milakov and Gimelshein (2018).
+    """
+    x = as_float("x", x)
+    _check_block("block_size", block_size)
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"online_normalizer needs x of shape (..., n) with n >= 1; got shape {shape_str(x.shape)}")
+    m = np.full(x.shape[:-1], -np.inf)
+    ell = np.zeros(x.shape[:-1])
+    ms, ls = [], []
+    for start in range(0, x.shape[-1], block_size):
+        block = x[..., start:start + block_size]
+        m_new = np.maximum(m, block.max(axis=-1))
+        shift = np.where(np.isneginf(m_new), 0.0, m_new)[..., None]  # all -inf so far: exp gives zeros
+        ell = _rescale(m, m_new) * ell + np.exp(block - shift).sum(axis=-1)
+        m = m_new
+        if history:
+            ms.append(m.copy())
+            ls.append(ell.copy())
+    return (np.stack(ms), np.stack(ls)) if history else (m, ell)
+
+
+def online_softmax(x: ArrayLike, block_size: int = 1) -> np.ndarray:
+    """Softmax over the last axis from the one-pass normaliser: ``exp(x - m) / ell``.
+
+    Shapes: ``x`` ``(..., n)``; the result has its shape. Equal to ``attnbook.numpy.softmax(x)`` for any
+    ``block_size``; a row of all ``-inf`` gives zeros. Chapter 20.
+    """
+    x = as_float("x", x)
+    m, ell = online_normalizer(x, block_size)
+    shift = np.where(np.isneginf(m), 0.0, m)[..., None]
+    e = np.exp(x - shift)
+    return np.divide(e, ell[..., None], out=np.zeros_like(e), where=ell[..., None] > 0)
+
+
+def tile_schedule(T_q: int, T_k: int, block_q: int, block_k: int, causal: bool = False) -> np.ndarray:
+    """Which ``(query block, key block)`` tiles tiled attention computes: ``(n_q_blocks, n_k_blocks)`` bools.
+
+    Without ``causal`` every tile is computed. With it, query ``i`` sees keys ``j <= i + T_k - T_q``
+    (the convention of ``causal_mask``), and a tile whose first key lies beyond the last query's horizon is
+    entirely masked: it is skipped. Chapter 20.
+    """
+    for name, size in (("T_q", T_q), ("T_k", T_k), ("block_q", block_q), ("block_k", block_k)):
+        _check_block(name, size)
+    q_last = np.minimum(np.arange(0, T_q, block_q) + block_q, T_q) - 1  # last query of each block
+    k_first = np.arange(0, T_k, block_k)  # first key of each block
+    if not causal:
+        return np.ones((len(q_last), len(k_first)), dtype=bool)
+    return k_first[None, :] <= q_last[:, None] + (T_k - T_q)
+
+
+def tiled_attention(
+    Q: ArrayLike,
+    K: ArrayLike,
+    V: ArrayLike,
+    mask: ArrayLike | None = None,
+    causal: bool = False,
+    block_q: int = 64,
+    block_k: int = 64,
+    scale: float | None = None,
+) -> np.ndarray:
+    """``softmax(Q K^T * scale) V`` one ``(block_q, block_k)`` tile at a time, never forming all scores.
+
+    Shapes: ``Q`` ``(..., T_q, d_k)``, ``K`` ``(..., T_k, d_k)``, ``V`` ``(..., T_k, d_v)``; ``mask``
+    boolean, broadcastable to ``(..., T_q, T_k)``, True where allowed; ``causal=True`` adds the causal mask
+    and skips the tiles it masks entirely (``tile_schedule``). Returns the output ``(..., T_q, d_v)``, equal
+    to ``scaled_dot_product_attention``'s to rounding; a query with no allowed key gets a zero output.
+    Extra memory: one tile of scores and, per query block, its running max, sum and output. Chapter 20;
+    Dao et al. (2022), algorithm 1.
+    """
+    Q, K, V = as_float("Q", Q), as_float("K", K), as_float("V", V)
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    if mask is not None:
+        mask = as_mask(mask)
+        check_mask_fits(mask.shape, Q.shape[:-1] + (T_k,))
+        mask = np.broadcast_to(mask, Q.shape[:-1] + (T_k,))  # a view: slicing a tile now always works
+    schedule = tile_schedule(T_q, T_k, block_q, block_k, causal)
+    scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
+    dtype = np.result_type(Q, K, V)
+    out = np.zeros(Q.shape[:-1] + (V.shape[-1],), dtype=dtype)  # (..., T_q, d_v)
+    for qi, q0 in enumerate(range(0, T_q, block_q)):
+        q1 = min(q0 + block_q, T_q)
+        Qb = Q[..., q0:q1, :] * scale  # (..., bq, d_k)
+        m = np.full(Qb.shape[:-1], -np.inf, dtype=dtype)  # running max of each query's scores
+        ell = np.zeros(Qb.shape[:-1], dtype=dtype)  # running sum of exp(score - m)
+        acc = np.zeros(Qb.shape[:-1] + (V.shape[-1],), dtype=dtype)  # running sum of exp(score - m) v
+        for ki, k0 in enumerate(range(0, T_k, block_k)):
+            if not schedule[qi, ki]:
+                continue  # every pair in this tile is in the future: nothing to add
+            k1 = min(k0 + block_k, T_k)
+            S = Qb @ np.swapaxes(K[..., k0:k1, :], -1, -2)  # (..., bq, bk): one tile of scores
+            allowed = _tile_mask(mask, causal, q0, q1, k0, k1, T_k - T_q)
+            if allowed is not None:
+                S = np.where(allowed, S, -np.inf)
+            m_new = np.maximum(m, S.max(axis=-1))
+            shift = np.where(np.isneginf(m_new), 0.0, m_new)
+            P = np.exp(S - shift[..., None])  # (..., bq, bk), 0 where masked
+            alpha = _rescale(m, m_new)  # how much the old sums shrink now that the max grew
+            ell = alpha * ell + P.sum(axis=-1)
+            acc = alpha[..., None] * acc + P @ V[..., k0:k1, :]
+            m = m_new
+        out[..., q0:q1, :] = np.divide(acc, ell[..., None], out=np.zeros_like(acc), where=ell[..., None] > 0)
+    return out
+
+
+def _tile_mask(mask: np.ndarray | None, causal: bool, q0: int, q1: int, k0: int, k1: int,
+               offset: int) -> np.ndarray | None:
+    """The mask of one tile, ``(..., bq, bk)`` or ``(bq, bk)``, or None when everything is allowed."""
+    allowed = None
+    if mask is not None:
+        allowed = mask[..., q0:q1, k0:k1]
+    if causal and k1 - 1 > q0 + offset:  # the tile reaches past the first query's horizon
+        rows, cols = np.arange(q0, q1)[:, None], np.arange(k0, k1)[None, :]
+        tri = cols <= rows + offset
+        allowed = tri if allowed is None else allowed & tri
+    return allowed
