@@ -1,4 +1,4 @@
-"""Benchmarks that print figures: ``python -m attnbook.bench seq2seq`` and ``python -m attnbook.bench gpt``.
+"""Benchmarks that print figures: ``python -m attnbook.bench seq2seq``, ``gpt`` and ``attention``.
 
 seq2seq (chapter 16): for each task, the seconds of training (evaluation excluded) until 99% exact
 match on the validation set, the exact match on the held-out test set, and the parameter count.
@@ -7,6 +7,11 @@ gpt (chapter 17): this machine's float32 matmul throughput; training tokens per 
 GPT and of the same model built from ``torch.nn.TransformerEncoderLayer``, alternated in one run, with
 the model FLOPs utilisation; the small CPU recipe trained to the end (validation loss, wall time);
 generation tokens per second with and without the key-value cache.
+
+attention (chapter 20): time and peak memory of plain and tiled NumPy attention and of PyTorch's CPU
+backends of ``F.scaled_dot_product_attention`` against the sequence length; the saving of skipping causal
+tiles; the key-value cache and generation speed of a decoder with multi-head, grouped-query and
+multi-query attention.
 """
 
 from __future__ import annotations
@@ -166,9 +171,17 @@ def main(argv: list[str] | None = None) -> None:
     gpt = sub.add_parser("gpt", help="the small CPU recipe on Tiny Shakespeare; throughput; generation")
     gpt.add_argument("--steps", type=int, default=2000)
     gpt.add_argument("--new-tokens", type=int, default=256)
+    attention = sub.add_parser("attention", help="time and memory of plain, tiled and PyTorch attention; GQA")
+    attention.add_argument("--lengths", nargs="+", type=int, default=[256, 512, 1024, 2048, 4096, 8192, 16384])
+    attention.add_argument("--max-plain-gib", type=float, default=2.0,
+                           help="skip plain attention where its score matrices would need more than this")
     args = parser.parse_args(argv)
     if args.which == "seq2seq":
         bench_seq2seq(args.tasks, args.max_steps)
+    elif args.which == "attention":
+        from attnbook.bench_attention import bench_attention  # imported here: only this subcommand needs it
+
+        bench_attention(args.lengths, args.max_plain_gib)
     else:
         bench_gpt(args.steps, args.new_tokens)
 

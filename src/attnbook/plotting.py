@@ -252,3 +252,28 @@ def plot_attention(ax: Axes, weights: np.ndarray, labels: Sequence[str], title: 
     if colorbar:
         plt.colorbar(im, ax=ax, label="attention weight", fraction=0.046, pad=0.04)
     return ax
+
+
+def plot_tile_schedule(ax: Axes, T: int, block: int, causal: bool = True) -> Axes:
+    """The ``(T, T)`` scores cut into ``block x block`` tiles: computed tiles shaded, skipped ones blank,
+    the causal diagonal drawn (chapter 20)."""
+    from attnbook.numpy.flash import tile_schedule
+
+    schedule = tile_schedule(T, T, block, block, causal)
+    for i, q0 in enumerate(range(0, T, block)):
+        for j, k0 in enumerate(range(0, T, block)):
+            h, w = min(block, T - q0), min(block, T - k0)
+            partial = causal and k0 + w - 1 > q0  # a tile on the diagonal: computed, then masked inside
+            color = ("C1" if partial else "C0") if schedule[i, j] else "white"
+            ax.add_patch(plt.Rectangle((k0, q0), w, h, facecolor=color, edgecolor="0.3", lw=0.8,
+                                       alpha=0.55 if schedule[i, j] else 1.0))
+    if causal:
+        ax.plot([0, T], [0, T], color="k", lw=1)
+    ax.set_xlim(0, T)
+    ax.set_ylim(T, 0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("key position j")
+    ax.set_ylabel("query position i")
+    n = int(schedule.sum())
+    ax.set_title(f"T = {T}, tiles of {block}: {n} of {schedule.size} computed", fontsize=10)
+    return ax

@@ -229,3 +229,30 @@ def attention_browser(maps: dict[str, np.ndarray], labels: str) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"name": layer, "h": head})
     return widgets.VBox([widgets.HBox([layer, head]), out])
+
+
+def tile_explorer(T: int = 64) -> widgets.VBox:
+    """Sliders for the length and the tile size, a box for causality: which tiles tiled attention computes,
+    and what share of the score matrix's work that is (chapter 20)."""
+    from attnbook.numpy.flash import tile_schedule
+    from attnbook.plotting import plot_tile_schedule
+
+    length = widgets.IntSlider(value=T, min=8, max=256, step=8, description="T", continuous_update=False)
+    block = widgets.IntSlider(value=16, min=4, max=64, step=4, description="tile size", continuous_update=False,
+                              style={"description_width": "initial"})
+    causal = widgets.Checkbox(value=True, description="causal")
+
+    def draw(t: int, b: int, c: bool) -> None:
+        schedule = tile_schedule(t, t, b, b, c)
+        pairs = t * (t + 1) // 2 if c else t * t
+        computed = sum(min(b, t - q0) * min(b, t - k0) for i, q0 in enumerate(range(0, t, b))
+                       for j, k0 in enumerate(range(0, t, b)) if schedule[i, j])
+        fig, ax = plt.subplots(figsize=(4.8, 4.8))
+        plot_tile_schedule(ax, t, b, c)
+        ax.set_title(f"{int(schedule.sum())} of {schedule.size} tiles; scores computed {computed:,}, "
+                     f"needed {pairs:,} ({computed / pairs:.2f}x)", fontsize=9)
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"t": length, "b": block, "c": causal})
+    return widgets.VBox([widgets.HBox([length, block, causal]), out])

@@ -116,7 +116,9 @@ class GroupedQueryAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(self, k, v)  # the cache holds h_kv heads, not h
         T_q, T_k = q.shape[-2], k.shape[-2]
-        if causal:
+        # As in MultiHeadAttention: the fused kernel builds the square causal mask itself.
+        fused_causal = causal and mask is None and T_q == T_k and not need_weights
+        if causal and not fused_causal:
             mask = _with_causal(mask, T_q, T_k, x_q.device)
         if mask is not None:
             mask = as_mask(mask).to(x_q.device)
@@ -131,5 +133,6 @@ class GroupedQueryAttention(nn.Module):
                 weights = F.dropout(weights, dropout, self.training)
                 out = weights @ v
             return self.out_proj(merge_heads(out)), weights
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, h, T_q, d_head)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                             is_causal=fused_causal)  # (B, h, T_q, d_head)
         return self.out_proj(merge_heads(out)), None
