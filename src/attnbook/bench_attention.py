@@ -102,7 +102,7 @@ def bench_lengths(lengths: list[int], max_plain_gib: float, backends: list[str])
     for T in lengths:
         Q, K, V = _inputs(T)
         row = f"{T:>6} |"
-        plain_bytes = 3 * T * T * 4  # scores, their exponentials and the weights, float32
+        plain_bytes = 3 * T * T * 4  # at least the scores, their exponentials and the weights, float32
         if plain_bytes / 2**30 <= max_plain_gib:
             plain = functools.partial(scaled_dot_product_attention, Q, K, V)
             row += f" {1e3 * _best_time(plain, _repeats(T)):>9.1f} {_traced_peak(plain):>7.1f} |"
