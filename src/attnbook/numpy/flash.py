@@ -140,6 +140,7 @@ def tiled_attention(
             ell = alpha * ell + P.sum(axis=-1)
             acc = alpha[..., None] * acc + P @ V[..., k0:k1, :]
             m = m_new
+            del S, P  # free this tile before the next is made: the workspace stays one tile, whatever T is
         out[..., q0:q1, :] = np.divide(acc, ell[..., None], out=np.zeros_like(acc), where=ell[..., None] > 0)
     return out
 
