@@ -229,3 +229,27 @@ def attention_browser(maps: dict[str, np.ndarray], labels: str) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"name": layer, "h": head})
     return widgets.VBox([widgets.HBox([layer, head]), out])
+
+
+def controls(widget: widgets.Widget) -> dict[str, tuple]:
+    """The controls of an interactive figure, by description, so a chapter can state them in an assertion.
+
+    A slider gives ``(lowest, highest, value)`` (a logarithmic slider in its own units, not exponents,
+    rounded to 4 significant digits), a drop-down ``(options, value)``, a checkbox ``(value,)``.
+    """
+    found: dict[str, tuple] = {}
+
+    def visit(w: widgets.Widget) -> None:
+        if isinstance(w, widgets.FloatLogSlider):
+            found[w.description] = tuple(float(f"{x:.4g}") for x in (w.base**w.min, w.base**w.max, w.value))
+        elif isinstance(w, (widgets.FloatSlider, widgets.IntSlider)):
+            found[w.description] = (w.min, w.max, w.value)
+        elif isinstance(w, widgets.Dropdown):
+            found[w.description] = (tuple(w.options), w.value)
+        elif isinstance(w, widgets.Checkbox):
+            found[w.description] = (w.value,)
+        for child in getattr(w, "children", ()):
+            visit(child)
+
+    visit(widget)
+    return found
