@@ -262,11 +262,12 @@ def plot_finite_difference_errors(ax: Axes, steps: np.ndarray, errors: np.ndarra
     ``u / eps``; ``chosen`` marks one step on the curve.
     """
     ax.loglog(steps, errors, "o-", ms=3, color="C0", label="|central difference - backprop|")
-    best = int(np.argmin(errors))
-    ax.loglog(steps, errors[best] * (steps / steps[best]) ** 2, "--", color="C1", lw=1,
-              label=r"truncation $\propto \epsilon^2$")
-    ax.loglog(steps, errors[best] * steps[best] / steps, ":", color="C2", lw=1.5,
-              label=r"rounding $\propto u / \epsilon$")
+    # Each guide is fitted to the end of the curve where its cause dominates (a fifth of the points).
+    k = max(1, len(steps) // 5)
+    trunc = np.median(errors[-k:] / steps[-k:] ** 2)
+    rounding = np.median(errors[:k] * steps[:k])
+    ax.loglog(steps, trunc * steps**2, "--", color="C1", lw=1, label=r"truncation $\propto \epsilon^2$")
+    ax.loglog(steps, rounding / steps, ":", color="C2", lw=1.5, label=r"rounding $\propto u / \epsilon$")
     ax.axvline(unit_roundoff ** (1 / 3), color="gray", lw=0.8, label=r"$u^{1/3}$")
     if chosen is not None:
         i = int(np.argmin(np.abs(np.log(steps) - np.log(chosen))))
