@@ -253,3 +253,28 @@ def controls(widget: widgets.Widget) -> dict[str, tuple]:
 
     visit(widget)
     return found
+
+
+def finite_difference_step(steps: np.ndarray, errors: np.ndarray, unit_roundoff: float) -> widgets.VBox:
+    """A slider for the step of a central difference, over its measured errors (chapter 19).
+
+    Large steps are wrong by truncation (the error falls as ``eps^2``), small ones by rounding (it grows as
+    ``u / eps``); the best step sits between, near ``u^(1/3)``.
+    """
+    from attnbook.plotting import plot_finite_difference_errors
+
+    step = widgets.FloatLogSlider(value=1e-6, base=10, min=float(np.log10(steps.min())),
+                                  max=float(np.log10(steps.max())), step=0.25, description="step eps",
+                                  continuous_update=False, readout_format=".0e",
+                                  style={"description_width": "initial"})
+
+    def draw(eps: float) -> None:
+        i = int(np.argmin(np.abs(np.log(steps) - np.log(eps))))
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        plot_finite_difference_errors(ax, steps, errors, unit_roundoff, chosen=eps)
+        ax.set_title(f"step {steps[i]:.0e}: error {errors[i]:.1e}")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"eps": step})
+    return widgets.VBox([step, out])
