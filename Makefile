@@ -7,12 +7,16 @@ CHAPTERS := $(wildcard notebooks/[0-9][0-9]_*.ipynb)
 NB ?=
 
 COLAB_VENV := .venv-colab
+# Another CPU rounds differently: the generic ATen kernels, MKL in its reproducible mode, and one
+# OpenMP thread stand in for "someone else's machine". Every stored output must survive them.
+PORTABLE_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1
 
-.PHONY: help book test lint pytest nbval execute badges student site-check colab-check clean
+.PHONY: help book test test-portable lint pytest nbval execute badges student site-check colab-check clean
 
 help:
 	@echo "make book      build the site into _build/html from the committed notebooks"
 	@echo "make test      ruff, pytest over tests/, nbval (strict) over every chapter"
+	@echo "make test-portable  pytest and nbval again under a perturbed floating-point environment"
 	@echo "make execute   re-execute chapters in place (NB=notebooks/01_vectors.ipynb for one),"
 	@echo "               then rewrite badges and student versions"
 	@echo "make badges    rewrite Colab badges and setup cells from _config.yml"
@@ -42,6 +46,11 @@ pytest: $(STAMP)
 
 nbval: $(STAMP)
 	$(BIN)/python -m pytest --nbval --nbval-current-env -p no:cacheprovider $(CHAPTERS)
+	$(BIN)/python -m tools.nbval_report
+
+# The same tests on "another machine": a cell that passes only with this machine's rounding fails here.
+test-portable: $(STAMP)
+	env $(PORTABLE_ENV) $(MAKE) --no-print-directory pytest nbval
 
 execute: $(STAMP)
 	$(BIN)/python -m tools.badges $(NB)
@@ -57,13 +66,14 @@ student: $(STAMP)
 site-check: book
 	$(BIN)/python -m tools.site_check
 
-# An environment with the versions Google Colab ships, to prove the chapters run there.
+# An environment with the versions Google Colab ships, to prove the chapters run there (and that
+# their assertions hold there), under the perturbed floating-point environment of test-portable.
 colab-check:
 	test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip install --quiet "ipywidgets==7.7.1" "matplotlib==3.10.*" "numpy==2.1.*" \
 		"torch==2.13.0" "transformers==4.57.6" "ipykernel==6.*" nbclient pyyaml tqdm setuptools
 	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation --editable .
-	$(COLAB_VENV)/bin/python -m tools.colab_check
+	env $(PORTABLE_ENV) $(COLAB_VENV)/bin/python -m tools.colab_check
 
 clean:
 	rm -rf _build

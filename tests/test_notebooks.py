@@ -3,6 +3,7 @@
 import re
 import sys
 import types
+from collections import Counter
 
 import nbformat
 import pytest
@@ -12,10 +13,13 @@ from nbclient import NotebookClient
 from tools import badges, student
 from tools.notebooks import (
     NOTEBOOKS,
+    asserts,
     chapter_notebooks,
     colab_url,
+    comparison,
     read,
     repository,
+    skipped,
     student_path,
     tags,
 )
@@ -67,13 +71,48 @@ def test_chapter_is_executed_top_to_bottom_without_errors(path):
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
-def test_only_widget_cells_skip_output_comparison(path):
-    # nbval has no widget manager: output that a widget's callback draws lands in the cell, so
-    # widget cells alone may carry nbval-ignore-output. Every other output must reproduce.
+def test_no_cell_is_left_unchecked(path):
+    # A stored output that another CPU would change (anything downstream of training or sampling) is
+    # left out of nbval's comparison, and the cell asserts the claim the prose makes instead. A cell
+    # whose output is left out and that asserts nothing would be a silent hole; skipping is never allowed.
     for cell in code_cells(read(path)):
-        if "nbval-ignore-output" in tags(cell):
-            assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
-                       for o in cell.outputs), f"nbval-ignore-output on a non-widget cell:\n{cell.source}"
+        assert not skipped(cell), f"nbval would skip this cell:\n{cell.source}"
+        assert comparison(cell) != "unchecked", (
+            f"output left out of the comparison, but the cell asserts nothing:\n{cell.source}")
+
+
+def test_most_cells_are_compared_exactly():
+    kinds = Counter(comparison(c) for path in CHAPTERS for c in code_cells(read(path)) if c.outputs)
+    assert kinds["exact"] >= 0.85 * sum(kinds.values()), kinds
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("assert loss < 2.1", True),
+        ("x = 1\nfor i in range(3):\n    assert i < 3", True),
+        ("np.testing.assert_allclose(a, b)", True),
+        ("torch.testing.assert_close(a, b)\nprint(a)", True),
+        ("%matplotlib inline\nassert x", True),
+        ("print(loss)", False),
+        ("def f(x):\n    assert x\nprint(1)", False),  # defined, never run here
+        ("check_softmax(softmax)", False),  # an exercise verdict is printed output, not an assertion
+        ("# assert loss < 2.1\nprint(loss)", False),
+    ],
+)
+def test_assertions_are_recognised(source, expected):
+    assert asserts(nbformat.v4.new_code_cell(source)) is expected
+
+
+def test_a_left_out_cell_without_assertion_is_unchecked():
+    tagged = nbformat.v4.new_code_cell("print(run.val_loss)", metadata={"tags": ["nbval-ignore-output"]})
+    commented = nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nprint(run.val_loss)")
+    asserted = nbformat.v4.new_code_cell("print(run.val_loss)\nassert run.val_loss < 2.1",
+                                         metadata={"tags": ["nbval-ignore-output"]})
+    skipped_cell = nbformat.v4.new_code_cell("assert x", metadata={"tags": ["nbval-skip"]})
+    assert [comparison(c) for c in (tagged, commented, asserted, skipped_cell)] == [
+        "unchecked", "unchecked", "assertion", "unchecked"]
+    assert comparison(nbformat.v4.new_code_cell("print(1)")) == "exact"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)

@@ -85,3 +85,14 @@ def test_attention_browser_switches_layer_and_head():
     np.testing.assert_allclose(ax.images[0].get_array(), maps["layer 0"][1])
     layer.value = "layer 1"
     assert plt.gcf().axes[0].get_title() == "layer 1, head 1"
+
+
+def test_controls_lists_every_control_with_its_range():
+    from attnbook.widgets import attention_browser, controls, mask_explorer, softmax_temperature
+
+    assert controls(softmax_temperature()) == {"temperature": (0.03162, 31.62, 1.0)}
+    assert controls(mask_explorer(5)) == {"length of sequence 0": (0, 5, 5), "length of sequence 1": (0, 5, 3),
+                                          "causal": (True,)}
+    maps = {"layer 0": np.zeros((3, 4, 4)), "layer 1": np.zeros((3, 4, 4))}
+    assert controls(attention_browser(maps, "abcd")) == {"attention": (("layer 0", "layer 1"), "layer 0"),
+                                                         "head": (0, 2, 0)}

@@ -55,3 +55,66 @@ def write(nb: nbformat.NotebookNode, path: Path) -> None:
 
 def tags(cell: nbformat.NotebookNode) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
+
+
+# How nbval treats a cell's output. Every stored output is compared exactly unless the cell carries the
+# tag below; such a cell must assert the claim its output supports (see CONTRIBUTING.md, "Outputs that
+# reproduce on any CPU"). Skipping a cell altogether is never allowed.
+IGNORE_OUTPUT_TAG = "nbval-ignore-output"
+IGNORE_OUTPUT_COMMENT = "NBVAL_IGNORE_OUTPUT"
+SKIP_MARKERS = ("nbval-skip", "NBVAL_SKIP")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def python_source(cell: nbformat.NotebookNode) -> str:
+    """The cell's code as plain Python, with IPython's magics turned into calls."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(cell.source)
+
+
+def asserts(cell: nbformat.NotebookNode) -> bool:
+    """Whether the cell itself runs an assertion: an ``assert`` statement or an ``assert_*`` call.
+
+    Only code that runs when the cell runs counts: an assertion inside a function or class the cell
+    merely defines does not.
+    """
+    import ast
+
+    def visit(node: ast.AST) -> bool:
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name.startswith("assert"):
+                return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return False
+        return any(visit(child) for child in ast.iter_child_nodes(node))
+
+    return visit(ast.parse(python_source(cell)))
+
+
+def output_ignored(cell: nbformat.NotebookNode) -> bool:
+    """Whether nbval leaves this cell's output out of the comparison."""
+    return IGNORE_OUTPUT_TAG in tags(cell) or IGNORE_OUTPUT_COMMENT in cell.source
+
+
+def skipped(cell: nbformat.NotebookNode) -> bool:
+    """Whether nbval would not run this cell at all."""
+    return any(m in tags(cell) or m in cell.source for m in SKIP_MARKERS)
+
+
+def shows_widget(cell: nbformat.NotebookNode) -> bool:
+    return any(WIDGET_MIME in o.get("data", {}) for o in cell.get("outputs", []))
+
+
+def comparison(cell: nbformat.NotebookNode) -> str:
+    """How nbval checks a code cell: ``"exact"``, ``"assertion"`` (output left out, claim asserted),
+    ``"widget"`` (a widget display, output left out, its set-up asserted) or ``"unchecked"``."""
+    if skipped(cell) or (output_ignored(cell) and not asserts(cell)):
+        return "unchecked"
+    if output_ignored(cell):
+        return "widget" if shows_widget(cell) else "assertion"
+    return "exact"

@@ -254,6 +254,28 @@ def plot_attention(ax: Axes, weights: np.ndarray, labels: Sequence[str], title: 
     return ax
 
 
+def plot_finite_difference_errors(ax: Axes, steps: np.ndarray, errors: np.ndarray, unit_roundoff: float,
+                                  chosen: float | None = None) -> Axes:
+    """Error of a central difference against the step ``eps``, log-log (chapter 19).
+
+    Two guide lines show the two causes: truncation, falling as ``eps^2``, and rounding, growing as
+    ``u / eps``; ``chosen`` marks one step on the curve.
+    """
+    ax.loglog(steps, errors, "o-", ms=3, color="C0", label="|central difference - backprop|")
+    # Each guide is fitted to the end of the curve where its cause dominates (a fifth of the points).
+    k = max(1, len(steps) // 5)
+    trunc = np.median(errors[-k:] / steps[-k:] ** 2)
+    rounding = np.median(errors[:k] * steps[:k])
+    ax.loglog(steps, trunc * steps**2, "--", color="C1", lw=1, label=r"truncation $\propto \epsilon^2$")
+    ax.loglog(steps, rounding / steps, ":", color="C2", lw=1.5, label=r"rounding $\propto u / \epsilon$")
+    ax.axvline(unit_roundoff ** (1 / 3), color="gray", lw=0.8, label=r"$u^{1/3}$")
+    if chosen is not None:
+        i = int(np.argmin(np.abs(np.log(steps) - np.log(chosen))))
+        ax.loglog([steps[i]], [errors[i]], "s", ms=9, color="C3", label=f"eps = {steps[i]:.0e}")
+    ax.set_ylim(errors.min() / 10, errors.max() * 10)
+    ax.set_xlabel(r"finite-difference step $\epsilon$")
+    ax.set_ylabel("absolute error of the gradient")
+    ax.legend(fontsize=8)
 def plot_tile_schedule(ax: Axes, T: int, block: int, causal: bool = True) -> Axes:
     """The ``(T, T)`` scores cut into ``block x block`` tiles: computed tiles shaded, skipped ones blank,
     the causal diagonal drawn (chapter 20)."""

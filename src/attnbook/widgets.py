@@ -231,6 +231,53 @@ def attention_browser(maps: dict[str, np.ndarray], labels: str) -> widgets.VBox:
     return widgets.VBox([widgets.HBox([layer, head]), out])
 
 
+def controls(widget: widgets.Widget) -> dict[str, tuple]:
+    """The controls of an interactive figure, by description, so a chapter can state them in an assertion.
+
+    A slider gives ``(lowest, highest, value)`` (a logarithmic slider in its own units, not exponents,
+    rounded to 4 significant digits), a drop-down ``(options, value)``, a checkbox ``(value,)``.
+    """
+    found: dict[str, tuple] = {}
+
+    def visit(w: widgets.Widget) -> None:
+        if isinstance(w, widgets.FloatLogSlider):
+            found[w.description] = tuple(float(f"{x:.4g}") for x in (w.base**w.min, w.base**w.max, w.value))
+        elif isinstance(w, (widgets.FloatSlider, widgets.IntSlider)):
+            found[w.description] = (w.min, w.max, w.value)
+        elif isinstance(w, widgets.Dropdown):
+            found[w.description] = (tuple(w.options), w.value)
+        elif isinstance(w, widgets.Checkbox):
+            found[w.description] = (w.value,)
+        for child in getattr(w, "children", ()):
+            visit(child)
+
+    visit(widget)
+    return found
+
+
+def finite_difference_step(steps: np.ndarray, errors: np.ndarray, unit_roundoff: float) -> widgets.VBox:
+    """A slider for the step of a central difference, over its measured errors (chapter 19).
+
+    Large steps are wrong by truncation (the error falls as ``eps^2``), small ones by rounding (it grows as
+    ``u / eps``); the best step sits between, near ``u^(1/3)``.
+    """
+    from attnbook.plotting import plot_finite_difference_errors
+
+    step = widgets.FloatLogSlider(value=1e-6, base=10, min=float(np.log10(steps.min())),
+                                  max=float(np.log10(steps.max())), step=0.25, description="step eps",
+                                  continuous_update=False, readout_format=".0e",
+                                  style={"description_width": "initial"})
+
+    def draw(eps: float) -> None:
+        i = int(np.argmin(np.abs(np.log(steps) - np.log(eps))))
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        plot_finite_difference_errors(ax, steps, errors, unit_roundoff, chosen=eps)
+        ax.set_title(f"step {steps[i]:.0e}: error {errors[i]:.1e}")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"eps": step})
+    return widgets.VBox([step, out])
 def tile_explorer(T: int = 64) -> widgets.VBox:
     """Sliders for the length and the tile size, a box for causality: which tiles tiled attention computes,
     and what share of the score matrix's work that is (chapter 20)."""

@@ -27,6 +27,7 @@ from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
 from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
 from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
 from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
+from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
 from attnbook.exercises.ch20 import check_blockwise_attention, check_kv_cache_bytes, check_online_softmax
 
 __all__ = [
@@ -66,6 +67,8 @@ __all__ = [
     "check_softmax",
     "check_softmax_jacobian",
     "check_split_heads",
+    "check_attention_backward",
+    "check_layer_norm_backward",
     "check_blockwise_attention",
     "check_kv_cache_bytes",
     "check_online_softmax",

@@ -4,6 +4,7 @@ Every function here has a twin of the same name and signature in ``attnbook.torc
 concept exists there too.
 """
 
+from attnbook.numpy import backprop  # chapter 19: backward passes by hand
 from attnbook.numpy.attention import masked_softmax, scaled_dot_product_attention, single_query_attention
 from attnbook.numpy.convolution import conv1d_as_attention, offset_attention_weights
 from attnbook.numpy.flash import online_normalizer, online_softmax, tile_schedule, tiled_attention
@@ -40,6 +41,7 @@ __all__ = [
     "ScaledDotScore",
     "analogy",
     "attention_with",
+    "backprop",
     "causal_mask",
     "combine_masks",
     "conv1d_as_attention",
