@@ -45,3 +45,21 @@ def test_forgetting_the_scale_is_named():
 
     verdict = check_attention_backward(no_scale)
     assert not verdict and "sqrt(d)" in verdict.message
+
+
+def test_a_hard_coded_eps_is_caught():
+    def fixed_eps(dy, x, gamma, eps):
+        return by_autograd_layer_norm(dy, x, gamma, 1e-5)
+
+    assert not check_layer_norm_backward(fixed_eps)
+
+
+def test_a_query_with_no_key_is_checked():
+    def nan_for_empty_rows(dO, Q, K, V, mask):
+        out = by_autograd_attention(dO, Q, K, V, mask)
+        if mask is not None:
+            empty = ~np.broadcast_to(mask, Q.shape[:-1] + (K.shape[-2],)).any(-1)  # (..., T_q)
+            out[0][empty] = np.nan
+        return out
+
+    assert not check_attention_backward(nan_for_empty_rows)

@@ -36,6 +36,9 @@ def _ln_cases() -> list[Case]:
     for shape in ((3, 5), (2, 3, 8)):
         cases.append(Case(f"random dy and x {shape}, random gamma",
                           (rng.normal(size=shape), rng.normal(size=shape) * 2 + 1, rng.normal(size=shape[-1]), 1e-5)))
+    # small rows and a large eps: an answer that ignores its eps argument fails here
+    cases.append(Case("random dy, x of scale 0.05 (4, 6), eps=1e-3",
+                      (rng.normal(size=(4, 6)), rng.normal(size=(4, 6)) * 0.05, rng.normal(size=6), 1e-3)))
     return cases
 
 
@@ -86,14 +89,15 @@ def _attn_cases() -> list[Case]:
     cases = []
     for label, B, T, d, masked in (("one sequence, T=4, d=2, no mask", (), 4, 2, False),
                                    ("batch of 2, T=5, d=4, causal mask", (2,), 5, 4, True),
-                                   ("batch of 2, T=6, d=8, random mask", (2,), 6, 8, "random")):
+                                   ("batch of 2, T=6, d=8, random mask, one query with no key", (2,), 6, 8, "random")):
         Q, K, V, dO = (rng.normal(size=(*B, T, d)) for _ in range(4))
         mask = None
         if masked is True:
             mask = np.tril(np.ones((T, T), dtype=bool))
         elif masked == "random":
             mask = rng.random((*B, T, T)) > 0.4
-            mask[..., 0] = True  # every query sees at least one key
+            mask[..., 0] = True
+            mask[0, 2] = False  # query 2 of sequence 0 sees no key: zero weights, zero gradients
         cases.append(Case(label, (dO, Q, K, V, mask)))
     return cases
 
