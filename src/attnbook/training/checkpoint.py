@@ -60,9 +60,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         # torch's own message suggests weights_only=False, which would run whatever code the file holds.
-        raise ValueError(f"the checkpoint {path} is corrupt or holds objects other than tensors, numbers, "
-                         "strings, lists and dicts, so it was not loaded; only files written by "
-                         "save_checkpoint are read") from None
+        raise ValueError(f"the checkpoint {path} is corrupt or holds unsupported objects, so it was not loaded: "
+                         "a weights-only load reads tensors, numbers, strings, lists and dicts and nothing else "
+                         "(unpickling anything else could run code); only files written by save_checkpoint "
+                         "are read") from None
     except (EOFError, RuntimeError, OSError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(f"the checkpoint {path} cannot be read: it is truncated or corrupt "
                          f"({type(exc).__name__})") from None
