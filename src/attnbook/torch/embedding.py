@@ -14,8 +14,8 @@ def _check_ids(ids: torch.Tensor, size: int, what: str) -> torch.Tensor:
     if not isinstance(ids, torch.Tensor):
         raise ValueError(f"{what} must be a torch.Tensor of integers; got {type(ids).__name__}")
     if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise ValueError(f"{what} must be integer ids (any integer dtype, such as torch.long or torch.int8); "
-                         f"got dtype {ids.dtype}")
+        raise ValueError(f"{what} must be integer ids; got dtype {ids.dtype} (any integer dtype is accepted, "
+                         "such as torch.long or torch.int8)")
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
         raise ValueError(f"{what} must lie in [0, {size - 1}]; got values from {int(ids.min())} to {int(ids.max())}")
     return ids if ids.dtype in (torch.int64, torch.int32) else ids.long()  # what F.embedding takes
