@@ -71,8 +71,10 @@ def test_checker_inputs_survive_a_function_that_changes_them_in_place():
         u[:] = 0.0  # were the checker's stored cases handed over, they would now hold zero vectors
         return result
 
-    assert check_cosine_similarity(correct_then_clobbers)
-    assert check_cosine_similarity(correct_then_clobbers)
+    # The change is reported (its caller would lose its data), and the stored cases stay whole.
+    for _ in range(2):
+        verdict = check_cosine_similarity(correct_then_clobbers)
+        assert not verdict and "changed its input `u` in place" in verdict.message
     assert check_cosine_similarity(cosine_similarity)
 
 

@@ -7,6 +7,7 @@ learner meets names what was expected and what arrived.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 
 def shape_str(shape: Sequence[int]) -> str:
@@ -49,6 +50,17 @@ def require_nonempty_last_dim(name: str, shape: Sequence[int]) -> None:
     if len(shape) == 0 or shape[-1] == 0:
         raise ValueError(f"{name} must hold vectors of length d >= 1; got shape {shape_str(shape)}")
 
+
+def check_split_heads(shape: Sequence[int], n_heads: int) -> None:
+    """Raise ``ValueError`` unless ``shape`` is ``(..., T, d_model)`` with ``d_model`` divisible by ``n_heads``."""
+    if len(shape) < 2:
+        raise ValueError("X must have shape (..., T, d_model) with at least 2 dimensions; "
+                         f"got shape {shape_str(shape)}")
+    if isinstance(n_heads, bool) or not isinstance(n_heads, Integral) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive integer; got {n_heads!r}")
+    if shape[-1] % n_heads:
+        raise ValueError(f"d_model = {shape[-1]} (the last axis of X, shape {shape_str(shape)}) must be divisible by "
+                         f"n_heads = {n_heads}, so that every head gets d_model / n_heads columns")
 
 
 def check_qkv_shapes(Q: Sequence[int], K: Sequence[int], V: Sequence[int]) -> None:

@@ -47,13 +47,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Every argument is checked here, before any training: a mistake costs a message, not a run.
+    for name in ("sample", "threads"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name} must be 0 or more; got {getattr(args, name)}")
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GPTRunConfig)
                  if getattr(args, f.name) is not None}
-    config = preset(args.preset, **overrides)
-    text = args.text_file.read_text(encoding="utf-8") if args.text_file else None
+    try:
+        config = preset(args.preset, **overrides)
+    except ValueError as e:
+        parser.error(str(e))
+    text = None
+    if args.text_file:
+        try:
+            text = args.text_file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            parser.error(f"--text-file {args.text_file} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                         f"position {e.start}); save it as UTF-8 first")
+        except OSError as e:
+            parser.error(f"--text-file {args.text_file} cannot be read: {e.strerror or e}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     run = train_gpt(config, text=text, resume=args.resume)
     if int(os.environ.get("RANK", "0")) != 0:
         return

@@ -67,9 +67,14 @@ def _download(url: str, dest: Path, sha256: str) -> Path:
 def tinyshakespeare_path(download: bool = True, url: str = URL, sha256: str = SHA256) -> Path:
     """The path of a verified copy of Tiny Shakespeare, downloading it into the cache if needed."""
     data_dir = os.environ.get("ATTNBOOK_DATA_DIR")
+    cached = cache_dir() / RELATIVE_PATH
+    for where, path in (("from ATTNBOOK_DATA_DIR", Path(data_dir) / RELATIVE_PATH if data_dir else None),
+                        ("the cache", cached)):
+        if path is not None and path.exists() and not path.is_file():
+            raise DataUnavailableError(f"{path} ({where}) is a folder, not the file input.txt: remove it, or put "
+                                       f"Tiny Shakespeare's input.txt there in its place")
     if data_dir and (Path(data_dir) / RELATIVE_PATH).is_file():
         return _checked(Path(data_dir) / RELATIVE_PATH, sha256)
-    cached = cache_dir() / RELATIVE_PATH
     if cached.is_file():
         return _checked(cached, sha256)
     where = f"{Path(data_dir) / RELATIVE_PATH} (from ATTNBOOK_DATA_DIR) or {cached}" if data_dir else str(cached)

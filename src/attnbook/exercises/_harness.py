@@ -3,16 +3,41 @@
 A checker runs the learner's function on fixed and random cases, compares each answer with the
 package's reference implementation, and returns a ``Verdict`` whose text says what passed or, for the
 first case that fails, what went wrong and on which input. It never raises on a wrong answer:
-exceptions, wrong shapes, NaNs and ``NotImplementedError`` all become sentences.
+exceptions, ``sys.exit()``, a function that never returns, wrong shapes and types, NaNs, changed
+inputs and ``NotImplementedError`` all become sentences.
+
+What a checker accepts as an answer (``_values`` below): a Python number, a NumPy array or scalar, a
+PyTorch tensor (any real dtype, bfloat16 included, on any real device, with or without gradients), or
+a list or tuple of numbers (nested for several dimensions), and a string where the exercise asks for a
+word. The values must match the reference: within ``atol``/``rtol`` for real numbers, exactly for
+integers and booleans. Anything else is rejected with a sentence saying what arrived: ``None``,
+strings where numbers are expected (``"0.5"`` is not ``0.5``), complex numbers (even with a zero
+imaginary part), tensors on the meta device (they hold no values), integers too large for a float,
+and containers of mixed or ragged items such as ``(output, weights)`` where one array is expected.
+
+The learner's function gets deep copies of each case's inputs, so nothing it does can spoil a later
+case or another checker; if it changes those copies in place, the verdict says so, since the caller
+of such a function would find its data overwritten. Each call has a time limit (``time_limit``
+seconds, ``TIME_LIMIT`` by default).
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
+import linecache
+import math
+import signal
+import sys
+import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+TIME_LIMIT = 20.0  # seconds per call of the learner's function: generous for every exercise, even under load
 
 
 @dataclass(frozen=True)
@@ -51,7 +76,8 @@ class Checker:
     """Checks a learner's function against ``reference`` on ``cases``.
 
     ``name`` is the function's name as the exercise asks for it; ``atol`` and ``rtol`` are the
-    tolerances for numeric answers; ``mistakes`` are recognised wrong answers with hints.
+    tolerances for real-valued answers (integer and boolean answers must match exactly);
+    ``mistakes`` are recognised wrong answers with hints; ``time_limit`` bounds each call, in seconds.
     """
 
     name: str
@@ -60,45 +86,64 @@ class Checker:
     mistakes: Sequence[Mistake] = field(default_factory=tuple)
     atol: float = 1e-8
     rtol: float = 1e-6
+    time_limit: float | None = None  # None: TIME_LIMIT
 
     def __call__(self, fn: Any) -> Verdict:
         if not callable(fn):
             return Verdict(False, f"{self.name}: expected a function, got {type(fn).__name__}.")
-        for case in self.cases:
-            problem = self._check_case(fn, case)
-            if problem is None:
-                continue
-            if problem == _NOT_ATTEMPTED:
-                return Verdict(
-                    False,
-                    f"{self.name}: not attempted yet (it raises NotImplementedError). "
-                    "Replace the `raise` line with your code and run the cell again.",
-                    attempted=False,
-                )
-            return Verdict(False, f"{self.name}: {problem}")
+        try:
+            for case in self.cases:
+                problem = self._check_case(fn, case)
+                if problem is None:
+                    continue
+                if problem == _NOT_ATTEMPTED:
+                    return Verdict(
+                        False,
+                        f"{self.name}: not attempted yet (it raises NotImplementedError). "
+                        "Replace the `raise` line with your code and run the cell again.",
+                        attempted=False,
+                    )
+                return Verdict(False, f"{self.name}: {problem}")
+        except Exception as exc:  # a bug of the checker itself: still a verdict, never a crash
+            return Verdict(False, f"{self.name}: the checker could not judge this answer "
+                                  f"({type(exc).__name__}: {_short(str(exc))}).")
         return Verdict(True, f"{self.name}: all {len(self.cases)} checks passed.")
 
     def _check_case(self, fn: Callable[..., Any], case: Case) -> str | None:
-        expected = self.reference(*_copy(case.args))
+        expected = self.reference(*copy.deepcopy(case.args))
+        given = copy.deepcopy(case.args)
+        limit = TIME_LIMIT if self.time_limit is None else self.time_limit
         try:
             # NumPy's own warnings (division by zero, ...) would repeat what the verdict says.
             with np.errstate(all="ignore"):
-                got = fn(*_copy(case.args))
-        except NotImplementedError:
-            return _NOT_ATTEMPTED
+                got = _call_with_time_limit(fn, given, limit)
+        except NotImplementedError as exc:
+            if _raised_by_learner(exc, fn):
+                return _NOT_ATTEMPTED
+            return f"raised {_describe(exc)} (input: {case.label})."
+        except _TimedOut:
+            return (f"did not return within {limit:g} s (input: {case.label}); look for a loop that never "
+                    "ends.")
+        except SystemExit:
+            return (f"called sys.exit() (input: {case.label}); return the answer instead of stopping "
+                    "Python.")
         except Exception as exc:  # the learner's bug, reported rather than raised
-            return f"raised {type(exc).__name__}: {exc} (input: {case.label})."
-        problem = _compare(expected, got, self.atol, self.rtol)
+            return f"raised {_describe(exc)} (input: {case.label})."
+        changed = _changed_argument(case.args, given, fn)
+        if changed is not None:
+            return (f"changed its input {changed} in place (input: {case.label}). Compute a new result "
+                    "instead of writing into the arguments: the caller still needs them.")
+        problem = _guarded_compare(expected, got, self.atol, self.rtol)
         if problem is None:
             return None
         message = f"{problem} (input: {case.label})."
         for mistake in self.mistakes:
             try:
                 with np.errstate(all="ignore"):
-                    typical = mistake.fn(*_copy(case.args))
+                    typical = mistake.fn(*copy.deepcopy(case.args))
             except Exception:  # a typical mistake may crash where the learner's did not
                 continue
-            if _compare(typical, got, self.atol, self.rtol, equal_nan=True) is None:
+            if _guarded_compare(typical, got, self.atol, self.rtol, equal_nan=True) is None:
                 return f"{message} Hint: {mistake.hint}"
         return message
 
@@ -106,73 +151,275 @@ class Checker:
 _NOT_ATTEMPTED = "not attempted"
 
 
-def _copy(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Fresh copies, so a function that changes its input in place cannot spoil later cases."""
-    def fresh(a: Any) -> Any:
-        if isinstance(a, np.ndarray):
-            return a.copy()
-        if hasattr(a, "detach") and hasattr(a, "clone"):  # a torch tensor, without importing torch
-            return a.detach().clone()
-        return a
+# --- running the learner's function --------------------------------------------------------------
 
-    return tuple(fresh(a) for a in args)
+class _TimedOut(BaseException):
+    """Raised inside the learner's function when its time is up. A ``BaseException``, so that an
+    ``except Exception`` in the learner's code does not swallow it."""
 
 
-def _to_numpy(x: Any) -> Any:
-    """Torch tensors (with or without gradients, on any device) become NumPy arrays for comparing."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):
-        return x.detach().cpu().numpy()
-    return x
+def _call_with_time_limit(fn: Callable[..., Any], args: tuple[Any, ...], limit: float) -> Any:
+    """``fn(*args)``, or ``_TimedOut`` after ``limit`` seconds.
+
+    In the main thread on a system with ``SIGALRM`` (Linux, macOS; a Jupyter kernel runs cells there)
+    an interval timer interrupts the function itself. Elsewhere (Windows, another thread) the function
+    runs in a daemon thread that is abandoned if it overruns: Python cannot stop a thread.
+    """
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        return _call_with_alarm(fn, args, limit)
+    return _call_in_thread(fn, args, limit)
 
 
-def _fmt(x: Any) -> str:
-    if isinstance(x, np.ndarray):
-        return str(np.round(x, 4).tolist())  # one line, however many dimensions
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return repr(x)
+def _call_with_alarm(fn: Callable[..., Any], args: tuple[Any, ...], limit: float) -> Any:
+    armed = [True]
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        if armed[0]:
+            raise _TimedOut
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    # The timer repeats, so code that catches the first interruption with a bare `except:` gets another.
+    signal.setitimer(signal.ITIMER_REAL, limit, 0.25)
+    try:
+        return fn(*args)
+    finally:
+        while True:  # an alarm arriving during the clean-up must not leave the timer running
+            try:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+                break
+            except _TimedOut:
+                continue
+
+
+def _call_in_thread(fn: Callable[..., Any], args: tuple[Any, ...], limit: float) -> Any:
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with np.errstate(all="ignore"):
+                outcome["value"] = fn(*args)
+        except BaseException as exc:  # SystemExit included: carried back to the checker's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True, name="attnbook-checker")
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        raise _TimedOut
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _raised_by_learner(exc: BaseException, fn: Callable[..., Any]) -> bool:
+    """Whether a ``NotImplementedError`` comes from a ``raise`` in the learner's own code (the exercise's
+    stub) rather than from a library it called (PyTorch raises it for operations it lacks)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    filename = tb.tb_frame.f_code.co_filename
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is not None and filename != code.co_filename:
+        return False  # raised in another file: a library's
+    line = linecache.getline(filename, tb.tb_lineno).strip()
+    if line:
+        return line.startswith("raise")
+    return code is not None and tb.tb_frame.f_code is code  # no source to read: trust the frame
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {_short(str(exc), 200)}"
+
+
+# --- inputs changed in place ----------------------------------------------------------------------
+
+def _changed_argument(original: tuple[Any, ...], given: tuple[Any, ...], fn: Callable[..., Any]) -> str | None:
+    """The name (or position) of the first argument the learner's function changed, or ``None``."""
+    for i, (a, b) in enumerate(zip(original, given, strict=True)):
+        if not _same(a, b):
+            try:
+                names = list(inspect.signature(fn).parameters)
+            except (TypeError, ValueError):
+                names = []
+            return f"`{names[i]}`" if i < len(names) else f"number {i + 1}"
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether ``b`` still equals ``a``: same type, shape, dtype and values (NaN equals NaN)."""
+    if _is_tensor(a):
+        if not _is_tensor(b) or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        a, b = a.detach().cpu(), b.detach().cpu()
+        if a.is_floating_point():
+            return bool(((a == b) | (a.isnan() & b.isnan())).all())
+        return bool(a.equal(b))
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
+                and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b) or (a != a and b != b)  # NaN equals NaN here
+    except Exception:
+        return a is b
+
+
+# --- comparing answers ------------------------------------------------------------------------------
+
+def _is_tensor(x: Any) -> bool:
+    """A torch tensor, recognised without importing torch (NumPy chapters never load it)."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach") and hasattr(x, "is_meta")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters, so a huge answer cannot bury the verdict."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _show_int(n: int) -> str:
+    digits = str(n)
+    return digits if len(digits) <= 30 else f"{digits[:12]}…{digits[-6:]} ({len(digits.lstrip('-'))} digits)"
+
+
+def _describe_value(x: Any) -> str:
+    """A short description of what came back: its type and the start of its repr."""
+    return f"{type(x).__name__} {_short(repr(x))}"
+
+
+class _Rejected(Exception):
+    """An answer of a kind no checker accepts; the message says what arrived."""
+
+
+def _values(x: Any) -> np.ndarray:
+    """The numbers in an answer, as a NumPy array of booleans, integers or floats (see module docstring)."""
+    if _is_tensor(x):
+        if x.is_meta or x.device.type == "meta":
+            raise _Rejected(f"returned a tensor on the meta device, shape {tuple(x.shape)}: it has a shape but "
+                            "no values; compute on a real device (the default, the CPU)")
+        if x.is_complex():
+            raise _Rejected(f"returned a complex tensor (dtype {x.dtype}); expected real numbers")
+        torch = sys.modules["torch"]
+        x = x.detach()
+        if x.layout != torch.strided:
+            x = x.to_dense()  # a sparse answer counts by its values
+        x = x.cpu()
+        if x.is_floating_point():
+            x = x.double()  # bfloat16 and float8 have no NumPy dtype
+        elif x.dtype != torch.bool:
+            x = x.long()
+        return x.numpy()
+    if isinstance(x, (str, bytes)):
+        raise _Rejected(f"returned {type(x).__name__} {_short(repr(x))}, expected a number or an array of "
+                        "numbers, not text (return 0.5 rather than '0.5')")
+    if isinstance(x, bool):
+        return np.asarray(x)
+    if isinstance(x, int):
+        if abs(x) >= 2**63:
+            raise _Rejected(f"returned the integer {_show_int(x)}, beyond the 64-bit range of any answer here")
+        return np.asarray(x, dtype=np.int64)
+    if isinstance(x, complex):
+        raise _Rejected(f"returned the complex number {x!r}; expected a real number")
+    if isinstance(x, (list, tuple)):
+        items = [_values(item) for item in x]
+        shapes = {item.shape for item in items}
+        if len(shapes) > 1:
+            raise _Rejected(f"returned a {type(x).__name__} of {len(x)} items of different shapes "
+                            f"({', '.join(str(item.shape) for item in items[:4])}{', …' if len(items) > 4 else ''}); "
+                            "expected one array (did you return more than the answer, such as (output, weights)?)")
+        return np.asarray(items) if items else np.zeros(0)
+    arr = np.asarray(x)  # NumPy arrays and scalars, and anything that converts itself
+    kind = arr.dtype.kind
+    if kind in "US":
+        raise _Rejected(f"returned text {_describe_value(x)}, expected a number or an array of numbers, "
+                        "not strings")
+    if kind == "c":
+        raise _Rejected(f"returned complex numbers (dtype {arr.dtype}); expected real numbers")
+    if kind not in "biuf":
+        raise _Rejected(f"returned {_describe_value(x)}; expected a number or an array of numbers")
+    return arr
+
+
+def _guarded_compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False) -> str | None:
+    """``_compare``, turning any failure to compare into a sentence: the comparison never raises."""
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return _compare(expected, got, atol, rtol, equal_nan)
+    except _Rejected as rejected:
+        return str(rejected)
+    except Exception as exc:
+        return f"returned {_describe_value(got)}, which cannot be compared with the answer ({_describe(exc)})"
+
+
+def _fmt(x: np.ndarray) -> str:
+    """Values for a message: integers and booleans as such, floats to 4 significant digits, one line."""
+    if x.ndim == 0:
+        v = x.item()
+        return _show_int(v) if isinstance(v, int) and not isinstance(v, bool) else (
+            str(v) if isinstance(v, bool) else f"{v:.4g}")
+    if x.dtype.kind == "f":
+        return _short(str(np.round(x, 4).tolist()), 300)
+    return _short(str(x.tolist()), 300)
 
 
 def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False) -> str | None:
     """``None`` when ``got`` matches ``expected``, else a sentence saying how it differs."""
     if got is None:
         return "returned None (is a `return` statement missing?)"
-    expected, got = _to_numpy(expected), _to_numpy(got)
     if isinstance(expected, str):
-        if got == expected:
+        if isinstance(got, str) and got == expected:
             return None
-        return f"returned {got!r}, expected {expected!r}"
-    try:
-        got_arr = np.asarray(got, dtype=np.float64)
-    except (TypeError, ValueError):
-        return f"returned {type(got).__name__} {got!r}, expected a number or an array of numbers"
-    exp_arr = np.asarray(expected, dtype=np.float64)
-    if got_arr.shape != exp_arr.shape:
+        if isinstance(got, str):
+            return f"returned {_short(repr(got))}, expected {expected!r}"
+        return f"returned {_describe_value(got)}, expected the string {expected!r}"
+    exp = _values(expected)
+    if isinstance(got, (int, np.integer)) and not isinstance(got, bool) and abs(int(got)) >= 2**63:
+        # Beyond int64: compare as Python integers, and show the integer as it is, not wrapped around.
+        if exp.ndim:
+            return f"returned the integer {_show_int(int(got))}, expected an array of shape {exp.shape}"
+        try:
+            close = math.isclose(float(got), float(exp), rel_tol=rtol, abs_tol=atol)
+        except OverflowError:
+            close = False
+        if exp.dtype.kind in "biu":
+            close = int(got) == int(exp)
+        return None if close else f"wrong value: expected {_fmt(exp)}, got {_show_int(int(got))}"
+    got_arr = _values(got)
+    if got_arr.shape != exp.shape:
+        extra = (f" (it is a tuple of {len(got)} items: return only the answer)"
+                 if isinstance(got, tuple) and got_arr.ndim else "")
         return (
-            f"returned shape {got_arr.shape}, expected shape {exp_arr.shape}"
-            if exp_arr.ndim
-            else f"returned an array of shape {got_arr.shape}, expected a single number"
+            f"returned shape {got_arr.shape}, expected shape {exp.shape}{extra}"
+            if exp.ndim
+            else f"returned an array of shape {got_arr.shape}, expected a single number{extra}"
         )
-    if np.isnan(got_arr).any() and not np.isnan(exp_arr).any():
-        return f"returned NaN: {_fmt(got_arr if got_arr.ndim else float(got_arr))}"
-    if not np.allclose(got_arr, exp_arr, atol=atol, rtol=rtol, equal_nan=equal_nan):
-        if exp_arr.size > 12:
-            # A big array in full would bury the message: point at the worst entry instead.
-            with np.errstate(invalid="ignore"):
-                worst = np.unravel_index(np.nanargmax(np.abs(got_arr - exp_arr)), exp_arr.shape)
-            where = tuple(int(i) for i in worst)
-            if np.asarray(expected).dtype == bool:
-                return f"wrong value at index {where}: expected {bool(exp_arr[worst])}, got {bool(got_arr[worst])}"
-            return (
-                f"wrong value at index {where}: expected {float(exp_arr[worst]):.4g}, "
-                f"got {float(got_arr[worst]):.4g}"
-            )
-        kind = np.asarray(expected).dtype.kind
-        if kind in "biu":  # show booleans and integers as such, not as 1.0 and 0.0
-            cast = bool if kind == "b" else int
-            return (f"wrong value: expected {exp_arr.astype(cast).tolist()}, "
-                    f"got {np.asarray(got_arr).astype(cast).tolist()}")
-        exp_show = exp_arr if exp_arr.ndim else float(exp_arr)
-        got_show = got_arr if got_arr.ndim else float(got_arr)
-        return f"wrong value: expected {_fmt(exp_show)}, got {_fmt(got_show)}"
-    return None
+    exact = exp.dtype.kind in "biu"  # counts, ids and masks: no tolerance
+    if got_arr.dtype.kind == "f":
+        got_nan = np.isnan(got_arr)
+        if got_nan.any() and not np.isnan(exp.astype(np.float64)).any():
+            return f"returned NaN: {_fmt(got_arr)}"
+    if exact:
+        if np.array_equal(got_arr, exp):
+            return None
+    else:
+        exp_f, got_f = exp.astype(np.float64), got_arr.astype(np.float64)
+        if np.allclose(got_f, exp_f, atol=atol, rtol=rtol, equal_nan=equal_nan):
+            return None
+    if exp.size > 12:
+        # A big array in full would bury the message: point at the worst entry instead.
+        diff = np.abs(got_arr.astype(np.float64) - exp.astype(np.float64))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        worst = np.unravel_index(int(np.argmax(diff)), exp.shape)
+        where = tuple(int(i) for i in worst)
+        return f"wrong value at index {where}: expected {_fmt(exp[worst])}, got {_fmt(got_arr[worst])}"
+    if exp.dtype.kind == "b" and got_arr.dtype.kind != "b":
+        got_arr = got_arr.astype(bool) if np.isin(got_arr, (0, 1)).all() else got_arr
+    return f"wrong value: expected {_fmt(exp)}, got {_fmt(got_arr)}"
+

@@ -17,6 +17,10 @@ def _score_cases() -> list[Case]:
         Case("x=[-2, 0.5, 4, -7]", (np.array([-2.0, 0.5, 4.0, -7.0]),)),
         Case("x=[1000, 1001, 1002]", (np.array([1000.0, 1001.0, 1002.0]),)),
         Case("x=[-1000, -1001, -1002]", (np.array([-1000.0, -1001.0, -1002.0]),)),
+        # Scores far apart: only a shift by the maximum keeps every exp finite (shifting by the
+        # minimum, or by nothing, overflows to inf and gives NaN).
+        Case("x=[0, 1000]", (np.array([0.0, 1000.0]),)),
+        Case("x=[-1000, 0, -2000]", (np.array([-1000.0, 0.0, -2000.0]),)),
     ]
     for n in (7, 50):
         cases.append(Case(f"random scores, n={n}", (rng.normal(scale=3.0, size=n),)))
@@ -25,6 +29,10 @@ def _score_cases() -> list[Case]:
 
 def _naive(x: np.ndarray) -> np.ndarray:
     return np.exp(x) / np.exp(x).sum()
+
+
+def _min_shifted(x: np.ndarray) -> np.ndarray:
+    return np.exp(x - x.min()) / np.exp(x - x.min()).sum()
 
 
 def _unnormalised(x: np.ndarray) -> np.ndarray:
@@ -40,6 +48,8 @@ _check_softmax = Checker(
     reference=softmax,
     cases=_score_cases(),
     mistakes=(
+        Mistake(_min_shifted, "shift by the maximum, not the minimum: x - x.max() is at most 0, so np.exp "
+                "cannot overflow; x - x.min() can be huge."),
         Mistake(_naive, "np.exp overflows for scores above about 709; subtract x.max() first."),
         Mistake(_unnormalised, "the weights must sum to 1: divide by their sum."),
         Mistake(_divide_by_sum, "dividing scores by their sum is not the softmax; exponentiate first."),
@@ -61,6 +71,11 @@ def _naive_lse(x: np.ndarray) -> float:
     return float(np.log(np.sum(np.exp(x))))
 
 
+def _min_lse(x: np.ndarray) -> float:
+    m = float(np.min(x))
+    return m + float(np.log(np.sum(np.exp(x - m))))
+
+
 def _forgot_max(x: np.ndarray) -> float:
     return float(np.log(np.sum(np.exp(x - np.max(x)))))
 
@@ -70,6 +85,7 @@ _check_logsumexp = Checker(
     reference=_logsumexp,
     cases=_score_cases(),
     mistakes=(
+        Mistake(_min_lse, "factor out exp(max(x)), not exp(min(x)): only then is every exp at most 1."),
         Mistake(_naive_lse, "np.exp overflows for large x; factor out exp(max(x)) first."),
         Mistake(_forgot_max, "after subtracting m inside, add m back outside the logarithm."),
     ),

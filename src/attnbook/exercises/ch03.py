@@ -18,6 +18,9 @@ def _lookup_cases() -> list[Case]:
         Case("q=2, keys=[1, 2, 3], values=[10, 20, 40], sharpness=0", (2.0, keys, values, 0.0)),
         Case("q=3.5, the grades and salaries, sharpness=10", (3.5, grades, salaries, 10.0)),
         Case("q=3.0, the grades and salaries, sharpness=1000", (3.0, grades, salaries, 1000.0)),
+        # Every key far from the query: each similarity is below -40000, exp of every one underflows to
+        # 0, and only a softmax shifted by the maximum still finds the nearest key.
+        Case("q=10, keys=[1, 2, 3], values=[10, 20, 40], sharpness=1000", (10.0, keys, values, 1000.0)),
     ]
     return cases
 
@@ -30,6 +33,11 @@ def _unnormalised(q, keys, values, sharpness) -> float:
     return float(np.exp(-sharpness * (q - keys) ** 2) @ values)
 
 
+def _unshifted(q, keys, values, sharpness) -> float:
+    e = np.exp(-sharpness * (q - keys) ** 2)
+    return float(e @ values / e.sum())
+
+
 def _wrong_sign(q, keys, values, sharpness) -> float:
     return float(softmax(sharpness * (q - keys) ** 2) @ values)
 
@@ -40,6 +48,8 @@ _check_lookup = Checker(
     cases=_lookup_cases(),
     mistakes=(
         Mistake(_unnormalised, "the weights must sum to 1: take a softmax of the similarities."),
+        Mistake(_unshifted, "far from every key, exp of each similarity underflows to 0 and 0 / 0 is NaN: "
+                "subtract the largest similarity first (a stable softmax)."),
         Mistake(_wrong_sign, "close keys must score high: the similarity is minus sharpness times (q - k)**2."),
     ),
 )
@@ -54,7 +64,11 @@ def _vector_cases() -> list[Case]:
     rng = np.random.default_rng(301)
     K = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     V = np.array([[10.0, 0.0], [0.0, 10.0], [5.0, 5.0]])
-    cases = [Case("q=[2, 0] against three keys in 2-D", (np.array([2.0, 0.0]), K, V))]
+    cases = [
+        Case("q=[2, 0] against three keys in 2-D", (np.array([2.0, 0.0]), K, V)),
+        # Scores of 1000: exp overflows unless the softmax subtracts the maximum score first.
+        Case("q=[1000, 0] against three keys in 2-D", (np.array([1000.0, 0.0]), K, V)),
+    ]
     for n, d_k, d_v in ((5, 4, 3), (8, 6, 1), (1, 3, 2)):
         q, K, V = rng.normal(size=d_k), rng.normal(size=(n, d_k)), rng.normal(size=(n, d_v))
         cases.append(Case(f"random q ({d_k},), K ({n}, {d_k}), V ({n}, {d_v})", (q, K, V)))

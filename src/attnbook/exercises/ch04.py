@@ -11,7 +11,9 @@ from attnbook.numpy import scaled_dot_product_attention, softmax
 def _cases() -> list[Case]:
     rng = np.random.default_rng(401)
     X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    cases = [Case("X=[[1, 0], [0, 1], [1, 1]]", (X,)), Case("X of one token, [[0.5, -2]]", (np.array([[0.5, -2.0]]),))]
+    cases = [Case("X=[[1, 0], [0, 1], [1, 1]]", (X,)), Case("X of one token, [[0.5, -2]]", (np.array([[0.5, -2.0]]),)),
+             # Scores up to 1800: an unstable softmax overflows to inf and returns NaN.
+             Case("X=[[30, 0], [0, 30], [30, 30]]", (30.0 * X,))]
     for T, d in ((4, 3), (7, 5), (2, 8)):
         cases.append(Case(f"random X of shape ({T}, {d})", (rng.normal(size=(T, d)),)))
     return cases

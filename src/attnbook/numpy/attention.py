@@ -21,10 +21,16 @@ def masked_softmax(scores: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
 
     A row whose keys are all masked gets all-zero weights (it attends to nothing), so its output
     is the zero vector and no NaN reaches later layers. Shapes: ``scores`` ``(..., T_q, T_k)``;
-    ``mask`` broadcastable to it.
+    ``mask`` boolean (True where allowed), broadcastable to it; an additive mask of 0 and ``-inf`` is
+    refused, since read as booleans it would mean the opposite.
     """
+    scores = as_float("scores", scores)
+    if scores.ndim < 1:
+        raise ValueError(f"scores must have shape (..., T_q, T_k); got shape {shape_str(scores.shape)}")
     if mask is None:
         return softmax(scores, axis=-1)
+    mask = as_mask(mask)
+    check_mask_fits(mask.shape, scores.shape)
     return softmax(np.where(mask, scores, -np.inf), axis=-1)
 
 

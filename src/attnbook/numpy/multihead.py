@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnbook._validate import check_mask_fits, check_mha_shapes
+from attnbook._validate import check_mask_fits, check_mha_shapes, check_split_heads
 from attnbook.numpy._arrays import as_float, as_mask
 from attnbook.numpy.attention import scaled_dot_product_attention
 
@@ -58,7 +58,12 @@ class MultiHeadParams:
 
 
 def split_heads(X: np.ndarray, n_heads: int) -> np.ndarray:
-    """``(..., T, d_model)`` to ``(..., h, T, d_head)``: head ``i`` gets columns ``i*d_head`` onwards."""
+    """``(..., T, d_model)`` to ``(..., h, T, d_head)``: head ``i`` gets columns ``i*d_head`` onwards.
+
+    ``d_model`` must be divisible by ``n_heads``; ``d_head = d_model / n_heads``.
+    """
+    X = np.asarray(X)
+    check_split_heads(X.shape, n_heads)
     *batch, T, d_model = X.shape
     return np.swapaxes(X.reshape(*batch, T, n_heads, d_model // n_heads), -3, -2)
 

@@ -31,6 +31,20 @@ def _norms(name: str, x: np.ndarray) -> np.ndarray:
     return norms
 
 
+def _directions(name: str, x: np.ndarray) -> np.ndarray:
+    """Each vector along the last axis scaled to length 1, computed without overflow or underflow.
+
+    Dividing by the largest entry first keeps the squares in the norm finite (``1e155**2`` overflows
+    float64, and float16 overflows above 65504); half precision is computed in float32.
+    """
+    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    top = np.max(np.abs(work), axis=-1, keepdims=True)
+    if np.any(top == 0):
+        _norms(name, np.zeros_like(work))  # raises: a zero vector has no direction
+    scaled = work / top
+    return scaled / _norms(name, scaled)[..., None]
+
+
 def dot(u: ArrayLike, v: ArrayLike) -> np.ndarray:
     """Dot product along the last axis: ``sum_i u_i v_i``.
 
@@ -52,8 +66,9 @@ def cosine_similarity(u: ArrayLike, v: ArrayLike) -> np.ndarray:
     u, v = _as_float("u", u), _as_float("v", v)
     require_same_shape(("u", "v"), u.shape, v.shape)
     require_nonempty_last_dim("u", u.shape)
+    cos = np.sum(_directions("u", u) * _directions("v", v), axis=-1)
     # Rounding can push |cos| a hair above 1; clip so arccos of the result is always defined.
-    return np.clip(dot(u, v) / (_norms("u", u) * _norms("v", v)), -1.0, 1.0)
+    return np.clip(cos, -1.0, 1.0).astype(np.result_type(u, v), copy=False)
 
 
 def pairwise_cosine_similarity(X: ArrayLike, Y: ArrayLike) -> np.ndarray:
@@ -68,9 +83,8 @@ def pairwise_cosine_similarity(X: ArrayLike, Y: ArrayLike) -> np.ndarray:
     require_ndim("Y", Y.shape, 2, "(m, d): one vector per row")
     require_same_last_dim(("X", "Y"), X.shape, Y.shape)
     require_nonempty_last_dim("X", X.shape)
-    X_hat = X / _norms("X", X)[:, None]
-    Y_hat = Y / _norms("Y", Y)[:, None]
-    return np.clip(X_hat @ Y_hat.T, -1.0, 1.0)
+    X_hat, Y_hat = _directions("X", X), _directions("Y", Y)
+    return np.clip(X_hat @ Y_hat.T, -1.0, 1.0).astype(np.result_type(X, Y), copy=False)
 
 
 def nearest(

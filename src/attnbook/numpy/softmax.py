@@ -15,7 +15,9 @@ def softmax(x: ArrayLike, axis: int = -1, temperature: float = 1.0) -> np.ndarra
     Shapes: the result has the shape of ``x``; every slice along ``axis`` is positive and sums
     to 1. Subtracting the maximum first changes nothing mathematically (chapter 2 shows why) but
     keeps ``exp`` from overflowing. Entries of ``-inf`` get weight 0; a slice that is entirely
-    ``-inf`` (every option ruled out) gets all zeros rather than NaN.
+    ``-inf`` (every option ruled out) gets all zeros rather than NaN. A slice holding NaN or ``+inf``
+    has no meaningful weights: it becomes NaN throughout, so the problem shows instead of hiding (the
+    PyTorch twin and ``torch.softmax`` do the same). An axis of length 0 gives an empty result.
     """
     x = as_float("x", x)
     if x.ndim == 0:
@@ -25,11 +27,16 @@ def softmax(x: ArrayLike, axis: int = -1, temperature: float = 1.0) -> np.ndarra
     if not temperature > 0:
         raise ValueError(f"temperature must be positive; got {temperature}")
     z = x / temperature
+    if z.shape[axis] == 0:
+        return np.zeros_like(z)  # no options: nothing to weigh (the PyTorch twin agrees)
     top = np.max(z, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)  # an all -inf slice: shift by 0, exp gives zeros
-    e = np.exp(z - top)
-    total = np.sum(e, axis=axis, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(z - top)
+        total = np.sum(e, axis=axis, keepdims=True)
+        weights = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    undefined = np.any(np.isnan(z) | np.isposinf(z), axis=axis, keepdims=True)
+    return np.where(undefined, np.nan, weights)
 
 
 def softmax_jacobian(p: ArrayLike) -> np.ndarray:

@@ -8,6 +8,14 @@ from attnbook._validate import check_mask_fits as _check_mask_fits
 from attnbook._validate import shape_str
 
 
+def require_tensor(name: str, x: object) -> None:
+    """Raise ``ValueError`` unless ``x`` is a ``torch.Tensor`` (not a NumPy array or a list)."""
+    if not isinstance(x, torch.Tensor):
+        kind = f"{type(x).__module__}.{type(x).__name__}" if type(x).__module__ != "builtins" else type(x).__name__
+        raise ValueError(f"{name} must be a torch.Tensor; got {kind}. Convert it with torch.as_tensor({name}), or "
+                         "use the NumPy twin in attnbook.numpy for NumPy arrays")
+
+
 def as_mask(mask: torch.Tensor) -> torch.Tensor:
     """A boolean mask, True where attention is allowed; any other dtype is an error."""
     mask = torch.as_tensor(mask)

@@ -7,7 +7,7 @@ import math
 import torch
 
 from attnbook._validate import check_qkv_shapes
-from attnbook.torch._checks import as_mask, check_mask_fits
+from attnbook.torch._checks import as_mask, check_mask_fits, require_tensor
 from attnbook.torch.softmax import softmax
 
 
@@ -25,6 +25,8 @@ def scaled_dot_product_attention(
     ``scale`` defaults to ``1 / sqrt(d_k)``. Returns ``(..., T_q, d_v)`` and ``(..., T_q, T_k)``; a query
     with no allowed key gets zero weights and a zero output. Chapters 5, 8 and 12.
     """
+    for name, x in (("Q", Q), ("K", K), ("V", V)):
+        require_tensor(name, x)
     check_qkv_shapes(tuple(Q.shape), tuple(K.shape), tuple(V.shape))
     scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     scores = (Q @ K.transpose(-2, -1)) * scale  # (..., T_q, T_k)

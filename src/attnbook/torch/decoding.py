@@ -45,24 +45,28 @@ def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float =
     """
     if ids.dim() != 2 or ids.shape[1] == 0:
         raise ValueError(f"ids must have shape (B, T) with T >= 1; got {tuple(ids.shape)}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer, 0 or more; got {max_new_tokens!r}")
     was_training = model.training
     model.eval()
-    block = model.config.block_size
-    cache = KVCache() if use_cache else None
-    logits = model(ids[:, -block:], cache=cache)[:, -1, :]  # (B, V): the prediction for the next token
-    for step in range(max_new_tokens):
-        next_id = sample_next(logits, temperature, top_k, greedy, generator)  # (B, 1)
-        ids = torch.cat([ids, next_id], dim=1)
-        if step + 1 == max_new_tokens:
-            break
-        if cache is not None and cache.length < block:
-            logits = model(next_id, cache=cache)[:, -1, :]  # only the new token goes through the model
-        else:
-            # The window has slid: with learned absolute positions every token has a new position, so
-            # every cached key and value is stale. From here on each step recomputes the whole window.
-            cache = None
-            logits = model(ids[:, -block:])[:, -1, :]
-    model.train(was_training)
+    try:  # whatever happens, the model goes back to the mode it was in
+        block = model.config.block_size
+        cache = KVCache() if use_cache else None
+        logits = model(ids[:, -block:], cache=cache)[:, -1, :]  # (B, V): the prediction for the next token
+        for step in range(max_new_tokens):
+            next_id = sample_next(logits, temperature, top_k, greedy, generator)  # (B, 1)
+            ids = torch.cat([ids, next_id], dim=1)
+            if step + 1 == max_new_tokens:
+                break
+            if cache is not None and cache.length < block:
+                logits = model(next_id, cache=cache)[:, -1, :]  # only the new token goes through the model
+            else:
+                # The window has slid: with learned absolute positions every token has a new position, so
+                # every cached key and value is stale. From here on each step recomputes the whole window.
+                cache = None
+                logits = model(ids[:, -block:])[:, -1, :]
+    finally:
+        model.train(was_training)
     return ids
 
 
@@ -75,15 +79,17 @@ def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, max_len: i
     """
     was_training = model.training
     model.eval()
-    memory, src_mask = model.encode(src)
-    out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    for _ in range(max_len - 1):
-        next_id = model.decode(out, memory, src_mask)[:, -1].argmax(dim=-1)
-        next_id = torch.where(done, torch.full_like(next_id, eos_id), next_id)
-        out = torch.cat([out, next_id[:, None]], dim=1)
-        done |= next_id == eos_id
-        if bool(done.all()):
-            break
-    model.train(was_training)
+    try:
+        memory, src_mask = model.encode(src)
+        out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            next_id = model.decode(out, memory, src_mask)[:, -1].argmax(dim=-1)
+            next_id = torch.where(done, torch.full_like(next_id, eos_id), next_id)
+            out = torch.cat([out, next_id[:, None]], dim=1)
+            done |= next_id == eos_id
+            if bool(done.all()):
+                break
+    finally:
+        model.train(was_training)
     return out

@@ -9,11 +9,16 @@ from torch import nn
 from attnbook.numpy.positional import sinusoidal_encoding
 
 
-def _check_ids(ids: torch.Tensor, size: int, what: str) -> None:
-    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-        raise ValueError(f"{what} must be integer ids; got dtype {ids.dtype}")
+def _check_ids(ids: torch.Tensor, size: int, what: str) -> torch.Tensor:
+    """``ids`` as int64, after checking they are integers in ``[0, size)``; any integer dtype is accepted."""
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"{what} must be a torch.Tensor of integers; got {type(ids).__name__}")
+    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+        raise ValueError(f"{what} must be integer ids; got dtype {ids.dtype} (any integer dtype is accepted, "
+                         "such as torch.long or torch.int8)")
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
         raise ValueError(f"{what} must lie in [0, {size - 1}]; got values from {int(ids.min())} to {int(ids.max())}")
+    return ids if ids.dtype in (torch.int64, torch.int32) else ids.long()  # what F.embedding takes
 
 
 class TokenEmbedding(nn.Module):
@@ -24,8 +29,8 @@ class TokenEmbedding(nn.Module):
         self.E = nn.Parameter(torch.randn(vocab_size, d_model) * 0.02)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``(B, T)`` integer ids to ``(B, T, d_model)`` vectors."""
-        _check_ids(ids, self.E.shape[0], "token ids")
+        """``(B, T)`` integer ids (any integer dtype) to ``(B, T, d_model)`` vectors."""
+        ids = _check_ids(ids, self.E.shape[0], "token ids")
         return F.embedding(ids, self.E)  # deterministic backward on CPU, unlike self.E[ids]
 
 

@@ -11,15 +11,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook._validate import check_mha_shapes
-from attnbook.torch._checks import as_mask, check_mask_fits
+from attnbook._validate import check_mha_shapes, check_split_heads
+from attnbook.torch._checks import as_mask, check_mask_fits, require_tensor
 from attnbook.torch.attention import scaled_dot_product_attention
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.linear import Linear
 
 
 def split_heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """``(..., T, d_model)`` to ``(..., h, T, d_head)``."""
+    """``(..., T, d_model)`` to ``(..., h, T, d_head)``; ``d_model`` must be divisible by ``n_heads``."""
+    require_tensor("X", X)
+    check_split_heads(tuple(X.shape), n_heads)
     *batch, T, d_model = X.shape
     return X.reshape(*batch, T, n_heads, d_model // n_heads).transpose(-3, -2)
 
@@ -43,6 +45,8 @@ def multi_head_attention(
     ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)``; ``mask`` broadcastable to
     ``(..., T_q, T_k)``, True where allowed. Returns ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``.
     """
+    require_tensor("X_q", X_q)
+    require_tensor("X_kv", X_kv)
     check_mha_shapes(tuple(X_q.shape), tuple(X_kv.shape), tuple(params.W_q.shape), tuple(params.W_k.shape),
                      params.W_o.shape[1], n_heads)
     Q = split_heads(_affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)

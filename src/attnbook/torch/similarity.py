@@ -33,6 +33,17 @@ def _norms(name: str, x: torch.Tensor) -> torch.Tensor:
     return norms
 
 
+def _directions(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Each vector scaled to length 1 without overflow: divide by the largest entry before the norm
+    (float16 and bfloat16 are computed in float32), as in the NumPy twin."""
+    work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    top = work.abs().amax(dim=-1, keepdim=True)
+    if bool((top == 0).any()):
+        _norms(name, torch.zeros_like(work))  # raises: a zero vector has no direction
+    scaled = work / top
+    return scaled / _norms(name, scaled)[..., None]
+
+
 def dot(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Dot product along the last axis: ``sum_i u_i v_i``.
 
@@ -53,7 +64,8 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     u, v = _as_float("u", u), _as_float("v", v)
     require_same_shape(("u", "v"), u.shape, v.shape)
     require_nonempty_last_dim("u", u.shape)
-    return (dot(u, v) / (_norms("u", u) * _norms("v", v))).clamp(-1.0, 1.0)
+    cos = (_directions("u", u) * _directions("v", v)).sum(dim=-1)
+    return cos.clamp(-1.0, 1.0).to(torch.promote_types(u.dtype, v.dtype))
 
 
 def pairwise_cosine_similarity(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
@@ -66,6 +78,5 @@ def pairwise_cosine_similarity(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor
     require_ndim("Y", Y.shape, 2, "(m, d): one vector per row")
     require_same_last_dim(("X", "Y"), X.shape, Y.shape)
     require_nonempty_last_dim("X", X.shape)
-    X_hat = X / _norms("X", X)[:, None]
-    Y_hat = Y / _norms("Y", Y)[:, None]
-    return (X_hat @ Y_hat.T).clamp(-1.0, 1.0)
+    X_hat, Y_hat = _directions("X", X), _directions("Y", Y)
+    return (X_hat @ Y_hat.T).clamp(-1.0, 1.0).to(torch.promote_types(X.dtype, Y.dtype))

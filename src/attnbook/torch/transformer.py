@@ -25,6 +25,16 @@ def _check_heads(d_model: int, n_heads: int) -> None:
         raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
 
 
+def _check_at_least_one(config: object, *names: str) -> None:
+    """Sizes must be positive: a model with -1 layers would silently have none."""
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1; got {value}")
+    if not 0 <= config.dropout < 1:
+        raise ValueError(f"dropout must lie in [0, 1); got {config.dropout}")
+
+
 class Encoder(nn.Module):
     """A stack of encoder blocks, with a final layer norm (as ``torch.nn.TransformerEncoder`` with ``norm``)."""
 
@@ -77,6 +87,10 @@ class TransformerConfig:
     pad_id: int = 0
 
     def __post_init__(self) -> None:
+        _check_at_least_one(self, "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len")
+        for name in ("n_encoder_layers", "n_decoder_layers"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more; got {getattr(self, name)}")
         _check_heads(self.d_model, self.n_heads)
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
         if self.positions not in ("sinusoidal", "learned"):
@@ -171,6 +185,7 @@ class GPTConfig:
     n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
 
     def __post_init__(self) -> None:
+        _check_at_least_one(self, "vocab_size", "block_size", "n_layers", "n_heads", "d_model", "d_ff")
         _check_heads(self.d_model, self.n_heads)
         if self.n_kv_heads is not None:
             check_gqa_heads(self.d_model, self.n_heads, self.n_kv_heads)

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows, sequential_windows, split
+from attnbook.torch.feedforward import ACTIVATIONS
 from attnbook.torch.transformer import GPT, GPTConfig
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
@@ -29,8 +30,12 @@ from attnbook.training.distributed import init_distributed, mean_over_processes,
 from attnbook.training.schedule import lr_at
 from attnbook.training.trainer import make_optimizer
 
-# Fields that fix the shape of the model: a checkpoint resumes only into the same ones.
-MODEL_FIELDS = ("n_layers", "n_heads", "d_model", "block_size")
+# Fields that fix the model (its shape and what it computes) and the data it is fed: a checkpoint resumes
+# only into the same ones. The others (steps, the schedule, evaluation, device) may change on resume.
+MODEL_FIELDS = ("n_layers", "n_heads", "d_model", "block_size", "dropout", "activation", "bias")
+DATA_FIELDS = ("batch_size", "seed")
+# What a checkpoint written by train_gpt holds.
+CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "chars", "log", "train_seconds")
 
 
 @dataclass
@@ -66,13 +71,36 @@ class GPTRunConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("n_layers", "n_heads", "d_model", "block_size", "steps", "batch_size"):
+        def bad(name: str, expected: str) -> ValueError:
+            return ValueError(f"{name} must be {expected}; got {getattr(self, name)!r}")
+
+        for name in ("n_layers", "n_heads", "d_model", "block_size", "steps", "batch_size", "eval_batches"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+                raise bad(name, "at least 1")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = {self.n_heads}")
         if not 0 <= self.warmup <= self.steps:
             raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
+        if not 0 <= self.dropout < 1:
+            raise bad("dropout", "in [0, 1)")
+        if not self.lr > 0:
+            raise bad("lr", "positive")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"min_lr must lie in [0, lr = {self.lr}] (the schedule decays from lr down to it); "
+                             f"got {self.min_lr}")
+        if not self.weight_decay >= 0:
+            raise bad("weight_decay", "0 or more (0: no decay)")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise bad(name, "in [0, 1)")
+        if not self.grad_clip >= 0:
+            raise bad("grad_clip", "0 (no clipping) or a positive maximum gradient norm")
+        if self.eval_every < 0:
+            raise bad("eval_every", "0 (only at the end) or more")
+        if self.activation not in ACTIVATIONS:
+            raise bad("activation", f"one of {sorted(ACTIVATIONS)}")
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise bad("precision", "one of 'auto', 'bf16', 'fp32'")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layers=self.n_layers,
@@ -142,9 +170,17 @@ def _state(model, optimizer, generator, step, config, tokenizer, log, train_seco
             "chars": tokenizer.chars, "log": log, "train_seconds": train_seconds}
 
 
+def _require_keys(state: dict[str, Any], keys: tuple[str, ...], path: str | os.PathLike) -> None:
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"{path} was not written by train_gpt: it lacks {', '.join(map(repr, missing))} "
+                         f"(it has {', '.join(map(repr, sorted(map(str, state)))) or 'nothing'})")
+
+
 def load_gpt(path: str | os.PathLike) -> tuple[GPT, CharTokenizer]:
     """The model and tokenizer of a checkpoint written by ``train_gpt``, on the CPU in eval mode."""
     state = load_checkpoint(path)
+    _require_keys(state, ("model", "config", "chars"), path)
     tokenizer = CharTokenizer(state["chars"])
     model = GPT(GPTRunConfig(**state["config"]).model_config(tokenizer.vocab_size))
     model.load_state_dict(state["model"])
@@ -161,6 +197,12 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     world_size = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun
     if config.batch_size % world_size:
         raise ValueError(f"batch_size = {config.batch_size} must divide evenly among {world_size} processes")
+    out_dir = Path(config.out_dir) if config.out_dir else None
+    if out_dir is not None:  # checked now, not at the first save after minutes of training
+        if out_dir.exists() and not out_dir.is_dir():
+            raise ValueError(f"out_dir must be a folder (checkpoints and the log go there); {out_dir} is a file")
+        if resume and not (out_dir / "ckpt.pt").is_file():
+            raise FileNotFoundError(f"resume=True, but there is no checkpoint at {out_dir / 'ckpt.pt'}")
     device = pick_device(config.device)
     info = init_distributed(device.type)
     if info.enabled and device.type == "cuda":
@@ -173,7 +215,6 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     model = GPT(config.model_config(tokenizer.vocab_size)).to(device)
     optimizer = make_optimizer(model, config.lr, config.weight_decay, (config.beta1, config.beta2))
     generator = torch.Generator().manual_seed(config.seed)  # draws the windows, the same on every process
-    out_dir = Path(config.out_dir) if config.out_dir else None
     run = GPTRun(model, tokenizer, config)
     start = 0
     if resume:
@@ -226,18 +267,31 @@ def _save(run: GPTRun, optimizer, generator, out_dir: Path) -> None:
     save_checkpoint(_state(run.model, optimizer, generator, run.steps_done, run.config, run.tokenizer, run.log,
                            run.train_seconds), out_dir / "ckpt.pt")
     tmp = out_dir / "log.json.tmp"
-    tmp.write_text(json.dumps(run.log))
-    os.replace(tmp, out_dir / "log.json")
+    try:
+        tmp.write_text(json.dumps(run.log))
+        os.replace(tmp, out_dir / "log.json")
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed write leaves nothing behind
 
 
 def _resume(run: GPTRun, optimizer, generator, out_dir: Path | None) -> int:
     if out_dir is None:
         raise ValueError("resume=True needs config.out_dir, the folder of the checkpoint to resume from")
-    state = load_checkpoint(out_dir / "ckpt.pt")
+    path = out_dir / "ckpt.pt"
+    state = load_checkpoint(path)
+    _require_keys(state, CHECKPOINT_KEYS, path)
     saved = state["config"]
-    different = {k: (saved[k], getattr(run.config, k)) for k in MODEL_FIELDS if saved[k] != getattr(run.config, k)}
+    defaults = GPTRunConfig()
+    # Every field that shapes the model or the data, compared before anything is loaded or written.
+    different = {k: (saved.get(k, getattr(defaults, k)), getattr(run.config, k)) for k in MODEL_FIELDS + DATA_FIELDS
+                 if saved.get(k, getattr(defaults, k)) != getattr(run.config, k)}
     if different:
-        raise ValueError(f"the checkpoint's model differs from this config (saved, requested): {different}")
+        listed = ", ".join(f"{k}: saved {a!r}, requested {b!r}" for k, (a, b) in different.items())
+        raise ValueError(f"the checkpoint {path} was trained with another model or data ({listed}); resume with "
+                         "the saved values, or start a new run in another out_dir")
+    if state["step"] > run.config.steps:
+        raise ValueError(f"steps = {run.config.steps} is below the checkpoint's step {state['step']}; resume with "
+                         f"steps of at least {state['step']} (the run has already trained that far)")
     if state["chars"] != run.tokenizer.chars:
         raise ValueError("the checkpoint was trained on a text with another alphabet")
     run.model.load_state_dict(state["model"])

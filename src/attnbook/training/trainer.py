@@ -52,6 +52,14 @@ class TrainConfig:
             raise ValueError(f"steps and batch_size must be at least 1; got {self.steps} and {self.batch_size}")
         if not 0 <= self.warmup <= self.steps:
             raise ValueError(f"warmup must lie in [0, steps={self.steps}]; got {self.warmup}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive; got {self.lr}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"min_lr must lie in [0, lr = {self.lr}]; got {self.min_lr}")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"weight_decay must be 0 or more; got {self.weight_decay}")
+        if self.grad_clip is not None and not self.grad_clip >= 0:
+            raise ValueError(f"grad_clip must be None or 0 (no clipping), or a positive norm; got {self.grad_clip}")
 
 
 @dataclass
