@@ -27,10 +27,12 @@ from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
 from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
 from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
 from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
+from attnbook.exercises.ch23 import check_apply_merge, check_most_frequent_pair
 
 __all__ = [
     "Verdict",
     "check_analogy",
+    "check_apply_merge",
     "check_attend",
     "check_attention_entropy",
     "check_attention_scores",
@@ -49,6 +51,7 @@ __all__ = [
     "check_logsumexp",
     "check_masked_attention",
     "check_mha_parameters",
+    "check_most_frequent_pair",
     "check_offset_weights",
     "check_pairwise_cosine_similarity",
     "check_self_attention",
