@@ -27,6 +27,7 @@ from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
 from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
 from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
 from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
+from attnbook.exercises.ch24 import check_masked_loss
 
 __all__ = [
     "Verdict",
@@ -48,6 +49,7 @@ __all__ = [
     "check_local_mask",
     "check_logsumexp",
     "check_masked_attention",
+    "check_masked_loss",
     "check_mha_parameters",
     "check_offset_weights",
     "check_pairwise_cosine_similarity",
