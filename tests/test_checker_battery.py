@@ -288,7 +288,19 @@ def _in_thread(fn):
 def test_time_limit_and_sys_exit_work_off_the_main_thread():
     name, checker = CHECKERS[0]
     quick = dataclasses.replace(checker, time_limit=0.3)
-    assert "did not return within 0.3 s" in _in_thread(lambda: quick(_never_returns)).message
+    # Off the main thread the harness abandons an overrunning call, and Python cannot stop a thread: a
+    # loop that truly never ended would spin, holding the GIL, for the rest of the test session and slow
+    # every later test. This one stands in for it until the assertion is made, then ends.
+    done = threading.Event()
+
+    def loops_until_the_test_ends(*args):
+        while not done.is_set():
+            pass
+
+    try:
+        assert "did not return within 0.3 s" in _in_thread(lambda: quick(loops_until_the_test_ends)).message
+    finally:
+        done.set()
     assert "sys.exit()" in _in_thread(lambda: quick(lambda *a: sys.exit(1))).message
     assert _in_thread(lambda: quick(checker.reference)), name
     assert not _in_thread(lambda: quick(_stub)).attempted
