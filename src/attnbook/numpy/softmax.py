@@ -29,14 +29,16 @@ def softmax(x: ArrayLike, axis: int = -1, temperature: float = 1.0) -> np.ndarra
     z = x / temperature
     if z.shape[axis] == 0:
         return np.zeros_like(z)  # no options: nothing to weigh (the PyTorch twin agrees)
+    undefined = np.any(np.isnan(z) | np.isposinf(z), axis=axis, keepdims=True)
     top = np.max(z, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)  # an all -inf slice: shift by 0, exp gives zeros
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.exp(z - top)
         total = np.sum(e, axis=axis, keepdims=True)
         weights = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-    undefined = np.any(np.isnan(z) | np.isposinf(z), axis=axis, keepdims=True)
-    return np.where(undefined, np.nan, weights)
+    if undefined.any():  # in place: no second array of the full size (chapter 20 measures the peak)
+        weights[np.broadcast_to(undefined, weights.shape)] = np.nan
+    return weights
 
 
 def softmax_jacobian(p: ArrayLike) -> np.ndarray:
