@@ -81,11 +81,22 @@ def check_qkv_shapes(Q: Sequence[int], K: Sequence[int], V: Sequence[int]) -> No
         raise ValueError(f"d_k must be at least 1; got Q {shape_str(Q)}")
 
 
+def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> None:
+    """Raise ``ValueError`` unless ``n_heads`` divides ``d_model`` (and ``n_kv_heads``, if given, divides
+    ``n_heads``): every head gets ``d_model / n_heads`` columns, every key-value head a group of equal size."""
+    if isinstance(n_heads, bool) or not isinstance(n_heads, Integral) or n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} must be divisible by n_heads, so that every head gets "
+                         f"d_model / n_heads columns; got n_heads = {n_heads!r}")
+    if n_kv_heads is not None and (isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, Integral)
+                                   or n_kv_heads < 1 or n_heads % n_kv_heads):
+        raise ValueError(f"n_heads = {n_heads} must be divisible by n_kv_heads (each key-value head serves a "
+                         f"group of query heads of equal size); got n_kv_heads = {n_kv_heads!r}")
+
+
 def check_mha_shapes(X_q: Sequence[int], X_kv: Sequence[int], W_q: Sequence[int], W_k: Sequence[int],
                      d_model: int, n_heads: int) -> None:
     """The shape rules of multi-head attention, for its inputs and its row-convention weights."""
-    if n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
+    check_heads(d_model, n_heads)
     if len(X_q) < 2 or X_q[-1] != W_q[0]:
         raise ValueError(f"X_q must have shape (..., T_q, {W_q[0]}) to match W_q {shape_str(W_q)}; "
                          f"got {shape_str(X_q)}")

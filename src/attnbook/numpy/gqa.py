@@ -11,19 +11,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnbook._validate import check_mask_fits, shape_str
+from attnbook._validate import check_heads, check_mask_fits, shape_str
 from attnbook.numpy._arrays import as_float, as_mask
 from attnbook.numpy.attention import scaled_dot_product_attention
-from attnbook.numpy.multihead import MultiHeadParams, merge_heads, split_heads
-
-
-def check_gqa_heads(d_model: int, n_heads: int, n_kv_heads: int) -> None:
-    """Raise ``ValueError`` unless ``n_heads`` divides ``d_model`` and ``n_kv_heads`` divides ``n_heads``."""
-    if n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
-    if n_kv_heads < 1 or n_heads % n_kv_heads:
-        raise ValueError(f"n_heads = {n_heads} must be divisible by n_kv_heads (each key-value head serves a "
-                         f"group of query heads of equal size); got n_kv_heads = {n_kv_heads}")
+from attnbook.numpy.multihead import MultiHeadParams, affine, merge_heads, split_heads
 
 
 def repeat_kv(X: ArrayLike, n_rep: int) -> np.ndarray:
@@ -40,7 +31,7 @@ def grouped_query_params(d_model: int, n_heads: int, n_kv_heads: int, seed: int 
 
     The other shapes are those of ``MultiHeadParams``; variance ``1 / fan_in``, small random biases.
     """
-    check_gqa_heads(d_model, n_heads, n_kv_heads)
+    check_heads(d_model, n_heads, n_kv_heads)
     rng = np.random.default_rng(seed)
     d_kv_out = n_kv_heads * (d_model // n_heads)
 
@@ -71,7 +62,7 @@ def grouped_query_attention(
     """
     X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
     d_model = params.W_o.shape[1]
-    check_gqa_heads(d_model, n_heads, n_kv_heads)
+    check_heads(d_model, n_heads, n_kv_heads)
     d_head = d_model // n_heads
     if params.W_k.shape[-1] != n_kv_heads * d_head or params.W_v.shape[-1] != n_kv_heads * d_head:
         raise ValueError(f"W_k and W_v must have n_kv_heads * d_head = {n_kv_heads * d_head} columns; got "
@@ -83,12 +74,12 @@ def grouped_query_attention(
         raise ValueError(f"X_q and X_kv must have the same batch dimensions; got {shape_str(X_q.shape)} "
                          f"and {shape_str(X_kv.shape)}")
     group = n_heads // n_kv_heads
-    Q = split_heads(X_q @ params.W_q + params.b_q, n_heads)  # (..., h, T_q, d_head)
-    K = split_heads(X_kv @ params.W_k + params.b_k, n_kv_heads)  # (..., h_kv, T_k, d_head): what a cache keeps
-    V = split_heads(X_kv @ params.W_v + params.b_v, n_kv_heads)  # (..., h_kv, T_k, d_head)
+    Q = split_heads(affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
+    K = split_heads(affine(X_kv, params.W_k, params.b_k), n_kv_heads)  # (..., h_kv, T_k, d_head): what a cache keeps
+    V = split_heads(affine(X_kv, params.W_v, params.b_v), n_kv_heads)  # (..., h_kv, T_k, d_head)
     if mask is not None:
         mask = as_mask(mask)
         check_mask_fits(mask.shape, X_q.shape[:-1] + (X_kv.shape[-2],))
         mask = mask[..., None, :, :]  # (..., 1, T_q, T_k): the same for every head
     heads, weights = scaled_dot_product_attention(Q, repeat_kv(K, group), repeat_kv(V, group), mask=mask)
-    return merge_heads(heads) @ params.W_o + params.b_o, weights
+    return affine(merge_heads(heads), params.W_o, params.b_o), weights

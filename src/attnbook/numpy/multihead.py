@@ -83,20 +83,26 @@ def multi_head_attention(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Multi-head attention of the queries ``X_q`` to the context ``X_kv`` (self-attention: the same array).
 
-    Shapes: ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)`` with the same batch dimensions;
+    ``params`` has attributes ``W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o`` (row convention; a bias may be
+    ``None``). Shapes: ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)`` with the same batch dimensions;
     ``mask`` boolean, True where allowed, broadcastable to ``(..., T_q, T_k)`` and shared by all heads.
     Returns ``(output, weights)`` of shapes ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``.
     Chapter 9; Phuong and Hutter, algorithm 5.
     """
     X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
     check_mha_shapes(X_q.shape, X_kv.shape, params.W_q.shape, params.W_k.shape, params.d_model, n_heads)
-    Q = split_heads(X_q @ params.W_q + params.b_q, n_heads)  # (..., h, T_q, d_head)
-    K = split_heads(X_kv @ params.W_k + params.b_k, n_heads)  # (..., h, T_k, d_head)
-    V = split_heads(X_kv @ params.W_v + params.b_v, n_heads)  # (..., h, T_k, d_head)
+    Q = split_heads(affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
+    K = split_heads(affine(X_kv, params.W_k, params.b_k), n_heads)  # (..., h, T_k, d_head)
+    V = split_heads(affine(X_kv, params.W_v, params.b_v), n_heads)  # (..., h, T_k, d_head)
     if mask is not None:
         mask = as_mask(mask)
         scores_shape = X_q.shape[:-1] + (X_kv.shape[-2],)
         check_mask_fits(mask.shape, scores_shape)
         mask = mask[..., None, :, :]  # the same mask for every head: (..., 1, T_q, T_k)
     heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
-    return merge_heads(heads) @ params.W_o + params.b_o, weights  # (..., T_q, d_model)
+    return affine(merge_heads(heads), params.W_o, params.b_o), weights  # (..., T_q, d_model)
+
+
+def affine(X: np.ndarray, W: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """``X W + b`` in the row convention; a layer without biases has ``b = None``."""
+    return X @ W if b is None else X @ W + b

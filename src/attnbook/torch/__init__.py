@@ -4,9 +4,9 @@ A function here has the same name, signature and meaning as its NumPy twin; the 
 against each other and against PyTorch's own built-ins. Weights are stored in the row convention.
 """
 
-from attnbook.torch.attention import scaled_dot_product_attention
+from attnbook.torch.attention import masked_softmax, scaled_dot_product_attention
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
-from attnbook.torch.decoding import generate, greedy_decode, sample_next
+from attnbook.torch.decoding import generate, greedy_decode, sample_next, top_k_filter
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import FeedForward
 from attnbook.torch.flash import online_normalizer, online_softmax, tiled_attention
@@ -22,6 +22,7 @@ from attnbook.torch.inspect import (
 from attnbook.torch.kvcache import KVCache, kv_cache_bytes
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
+from attnbook.torch.masks import causal_mask, combine_masks, padding_mask
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
 from attnbook.torch.similarity import cosine_similarity, dot, pairwise_cosine_similarity
 from attnbook.torch.softmax import softmax
@@ -30,6 +31,7 @@ from attnbook.torch.transformer import (
     Decoder,
     Encoder,
     EncoderDecoderTransformer,
+    EncoderConfig,
     EncoderOnlyTransformer,
     GPTConfig,
     TransformerConfig,
@@ -79,4 +81,10 @@ __all__ = [
     "online_softmax",
     "repeat_kv",
     "tiled_attention",
+    "causal_mask",
+    "combine_masks",
+    "masked_softmax",
+    "padding_mask",
+    "top_k_filter",
+    "EncoderConfig",
 ]

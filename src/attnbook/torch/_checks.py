@@ -16,6 +16,17 @@ def require_tensor(name: str, x: object) -> None:
                          "use the NumPy twin in attnbook.numpy for NumPy arrays")
 
 
+def as_float(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Accept integer tensors and compute in floating point, as the NumPy twins do; booleans and complex
+    numbers are refused."""
+    x = torch.as_tensor(x)
+    if x.dtype == torch.bool or x.is_complex():
+        raise ValueError(f"{name} must hold real numbers; got dtype {x.dtype}")
+    if not x.is_floating_point():
+        x = x.to(torch.get_default_dtype())
+    return x
+
+
 def as_mask(mask: torch.Tensor) -> torch.Tensor:
     """A boolean mask, True where attention is allowed; any other dtype is an error."""
     mask = torch.as_tensor(mask)

@@ -1,4 +1,7 @@
-"""Scaled dot-product attention in PyTorch, twin of ``attnbook.numpy.scaled_dot_product_attention``."""
+"""Scaled dot-product attention in PyTorch (chapters 5, 8 and 12), twin of ``attnbook.numpy.attention``.
+
+Masks are boolean, True where attention is allowed.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,28 @@ import math
 
 import torch
 
-from attnbook._validate import check_qkv_shapes
-from attnbook.torch._checks import as_mask, check_mask_fits, require_tensor
+from attnbook._validate import check_qkv_shapes, shape_str
+from attnbook.torch._checks import as_float, as_mask, check_mask_fits, require_tensor
 from attnbook.torch.softmax import softmax
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last axis where ``mask`` is True; masked positions get weight 0.
+
+    A row whose keys are all masked gets all-zero weights (it attends to nothing), so its output
+    is the zero vector and no NaN reaches later layers. Shapes: ``scores`` ``(..., T_q, T_k)``;
+    ``mask`` boolean (True where allowed), broadcastable to it; an additive mask of 0 and ``-inf`` is
+    refused, since read as booleans it would mean the opposite.
+    """
+    require_tensor("scores", scores)
+    scores = as_float("scores", scores)
+    if scores.dim() < 1:
+        raise ValueError(f"scores must have shape (..., T_q, T_k); got shape {shape_str(scores.shape)}")
+    if mask is None:
+        return softmax(scores, axis=-1)
+    mask = as_mask(mask).to(scores.device)
+    check_mask_fits(mask, tuple(scores.shape))
+    return softmax(scores.masked_fill(~mask, float("-inf")), axis=-1)
 
 
 def scaled_dot_product_attention(
@@ -18,21 +40,19 @@ def scaled_dot_product_attention(
     mask: torch.Tensor | None = None,
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``softmax(Q K^T * scale) V``, returning the output and the weights.
+    """``softmax(Q K^T * scale) V``, the attention of every query to every key.
 
-    Shapes: ``Q`` ``(..., T_q, d_k)``, ``K`` ``(..., T_k, d_k)``, ``V`` ``(..., T_k, d_v)`` with equal
-    batch dimensions; ``mask`` boolean, broadcastable to ``(..., T_q, T_k)``, True where allowed.
-    ``scale`` defaults to ``1 / sqrt(d_k)``. Returns ``(..., T_q, d_v)`` and ``(..., T_q, T_k)``; a query
-    with no allowed key gets zero weights and a zero output. Chapters 5, 8 and 12.
+    Shapes: ``Q`` ``(..., T_q, d_k)``, ``K`` ``(..., T_k, d_k)``, ``V`` ``(..., T_k, d_v)``, with the
+    same batch dimensions ``...``; ``mask`` boolean, broadcastable to ``(..., T_q, T_k)``, True where
+    query i may attend to key j. ``scale`` defaults to ``1 / sqrt(d_k)`` (chapter 6).
+    Returns ``(output, weights)`` of shapes ``(..., T_q, d_v)`` and ``(..., T_q, T_k)``; a query
+    whose keys are all masked gets zero weights and a zero output.
     """
     for name, x in (("Q", Q), ("K", K), ("V", V)):
         require_tensor(name, x)
+    Q, K, V = as_float("Q", Q), as_float("K", K), as_float("V", V)
     check_qkv_shapes(tuple(Q.shape), tuple(K.shape), tuple(V.shape))
     scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     scores = (Q @ K.transpose(-2, -1)) * scale  # (..., T_q, T_k)
-    if mask is not None:
-        mask = as_mask(mask).to(scores.device)
-        check_mask_fits(mask, tuple(scores.shape))
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = softmax(scores, axis=-1)  # (..., T_q, T_k)
-    return weights @ V, weights
+    weights = masked_softmax(scores, mask)  # (..., T_q, T_k); checks the mask
+    return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)

@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from attnbook.torch.feedforward import FeedForward
-from attnbook.torch.gqa import GroupedQueryAttention
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.multihead import MultiHeadAttention
@@ -57,10 +56,7 @@ class DecoderBlock(nn.Module):
                  n_kv_heads: int | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        if n_kv_heads is None:
-            self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
-        else:
-            self.self_attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads, dropout=dropout, bias=bias)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, n_kv_heads=n_kv_heads)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
         self.ff = FeedForward(d_model, d_ff, activation, dropout, bias)
         self.norm1, self.norm3 = LayerNorm(d_model, eps, bias), LayerNorm(d_model, eps, bias)

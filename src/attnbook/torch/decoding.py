@@ -12,6 +12,17 @@ import torch
 from attnbook.torch.kvcache import KVCache
 
 
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits of each row and set the rest to ``-inf`` (ties with the ``k``-th kept).
+
+    Shapes: ``logits`` ``(..., V)`` to ``(..., V)``; ``k`` between 1 and ``V``. Chapter 15.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= logits.shape[-1]:
+        raise ValueError(f"top_k must be between 1 and the vocabulary size {logits.shape[-1]}; got {k!r}")
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest of each row
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 greedy: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
     """Pick one token per row from ``logits`` of shape ``(B, V)``; returns ``(B, 1)`` ids.
@@ -25,10 +36,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
         raise ValueError(f"temperature must be positive (use greedy=True for the argmax); got {temperature}")
     logits = logits / temperature
     if top_k is not None:
-        if not 1 <= top_k <= logits.shape[-1]:
-            raise ValueError(f"top_k must be between 1 and the vocabulary size {logits.shape[-1]}; got {top_k}")
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
+        logits = top_k_filter(logits, top_k)
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, 1, generator=generator)
 

@@ -7,15 +7,18 @@ valid ``params`` argument of the functional ``multi_head_attention``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook._validate import check_mha_shapes, check_split_heads
-from attnbook.torch._checks import as_mask, check_mask_fits, require_tensor
-from attnbook.torch.attention import scaled_dot_product_attention
+from attnbook._validate import check_heads, check_mha_shapes, check_split_heads
+from attnbook.torch._checks import as_float, as_mask, check_mask_fits, require_tensor
+from attnbook.torch.attention import masked_softmax, scaled_dot_product_attention
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.linear import Linear
+from attnbook.torch.masks import causal_mask, combine_masks
 
 
 def split_heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -35,64 +38,73 @@ def merge_heads(X: torch.Tensor) -> torch.Tensor:
 def multi_head_attention(
     X_q: torch.Tensor,
     X_kv: torch.Tensor,
-    params,
+    params: MultiHeadAttention,
     n_heads: int,
     mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Multi-head attention with explicit weights; same signature and meaning as the NumPy twin.
+    """Multi-head attention of the queries ``X_q`` to the context ``X_kv`` (self-attention: the same array).
 
-    ``params`` has attributes ``W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o`` (row convention). Shapes:
-    ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)``; ``mask`` broadcastable to
-    ``(..., T_q, T_k)``, True where allowed. Returns ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``.
+    ``params`` has attributes ``W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o`` (row convention; a
+    ``MultiHeadAttention`` module has them; a bias may be ``None``). Shapes: ``X_q`` ``(..., T_q, d_q)``,
+    ``X_kv`` ``(..., T_k, d_kv)`` with the same batch dimensions; ``mask`` boolean, True where allowed,
+    broadcastable to ``(..., T_q, T_k)`` and shared by all heads. Returns ``(output, weights)`` of shapes
+    ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``. Chapters 9 and 12; Phuong and Hutter, algorithm 5.
     """
     require_tensor("X_q", X_q)
     require_tensor("X_kv", X_kv)
+    X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
     check_mha_shapes(tuple(X_q.shape), tuple(X_kv.shape), tuple(params.W_q.shape), tuple(params.W_k.shape),
                      params.W_o.shape[1], n_heads)
-    Q = split_heads(_affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
-    K = split_heads(_affine(X_kv, params.W_k, params.b_k), n_heads)  # (..., h, T_k, d_head)
-    V = split_heads(_affine(X_kv, params.W_v, params.b_v), n_heads)  # (..., h, T_k, d_head)
+    Q = _heads(affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
+    K = _heads(affine(X_kv, params.W_k, params.b_k), n_heads)  # (..., h, T_k, d_head)
+    V = _heads(affine(X_kv, params.W_v, params.b_v), n_heads)  # (..., h, T_k, d_head)
     if mask is not None:
         mask = as_mask(mask).to(X_q.device)
         check_mask_fits(mask, tuple(X_q.shape[:-1]) + (X_kv.shape[-2],))
-        mask = mask.unsqueeze(-3)  # one mask for every head: (..., 1, T_q, T_k)
-    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
-    return _affine(merge_heads(heads), params.W_o, params.b_o), weights
+        mask = mask.unsqueeze(-3)  # the same mask for every head: (..., 1, T_q, T_k)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
+    return affine(merge_heads(heads), params.W_o, params.b_o), weights
 
 
-def _affine(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    return X @ W if b is None else X @ W + b  # a model without biases has b = None
+def affine(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``X W + b`` in the row convention; a layer without biases has ``b = None``."""
+    return X @ W if b is None else X @ W + b
 
 
-def _with_causal(mask: torch.Tensor | None, T_q: int, T_k: int, device: torch.device) -> torch.Tensor:
-    """``mask`` combined with the causal mask, for queries that are the last ``T_q`` of ``T_k`` positions:
-    query ``i`` sits at position ``T_k - T_q + i`` and sees every position up to its own."""
-    causal = torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(T_k - T_q)
-    return causal if mask is None else as_mask(mask).to(device) & causal
+def _heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """``split_heads`` without its checks, for callers that have checked the shapes once already."""
+    *batch, T, d = X.shape
+    return X.reshape(*batch, T, n_heads, d // n_heads).transpose(-3, -2)
 
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention as a module: self-attention (``x_kv`` omitted) or cross-attention.
 
-    ``forward(x_q, x_kv=None, mask=None, causal=False, need_weights=False)`` returns
+    ``forward(x_q, x_kv=None, mask=None, causal=False, need_weights=False, cache=None)`` returns
     ``(output, weights)``; ``weights`` is ``None`` unless asked for. ``causal=True`` adds the causal mask.
     With a ``cache`` (self-attention only), ``x_q`` holds the new tokens; their keys and values are
     appended to those cached, and the queries attend to all of them (chapter 17).
-    Without weights and without a padding mask it calls PyTorch's fused
-    ``scaled_dot_product_attention``, which gives the same result faster.
+    ``n_kv_heads`` (default ``n_heads``) projects keys and values to fewer heads, each shared by a group
+    of ``n_heads / n_kv_heads`` query heads: grouped-query attention, multi-query for ``n_kv_heads = 1``
+    (chapter 20); the cache then holds ``n_kv_heads`` heads.
+    Unless the weights are asked for, it calls PyTorch's fused ``scaled_dot_product_attention``, which
+    gives the same result faster, masks and attention dropout included.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0,
-                 bias: bool = True) -> None:
+                 bias: bool = True, n_kv_heads: int | None = None) -> None:
         super().__init__()
-        if n_heads < 1 or d_model % n_heads:
-            raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        check_heads(d_model, n_heads, n_kv_heads)
+        if not 0 <= dropout < 1:
+            raise ValueError(f"dropout must lie in [0, 1); got {dropout}")
         d_kv = d_model if d_kv is None else d_kv
-        self.d_model, self.n_heads, self.dropout = d_model, n_heads, dropout
+        self.d_model, self.n_heads, self.n_kv_heads, self.dropout = d_model, n_heads, n_kv_heads, dropout
         self.record = False  # set by attnbook.torch.inspect.record_attention
         self.last_weights: torch.Tensor | None = None
-        self.q_proj, self.k_proj = Linear(d_model, d_model, bias), Linear(d_kv, d_model, bias)
-        self.v_proj, self.out_proj = Linear(d_kv, d_model, bias), Linear(d_model, d_model, bias)
+        d_kv_out = n_kv_heads * (d_model // n_heads)
+        self.q_proj, self.k_proj = Linear(d_model, d_model, bias), Linear(d_kv, d_kv_out, bias)
+        self.v_proj, self.out_proj = Linear(d_kv, d_kv_out, bias), Linear(d_model, d_model, bias)
 
     # The row-convention weights, under the names the functional form expects.
     W_q = property(lambda self: self.q_proj.W)
@@ -113,53 +125,42 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if cache is not None:
-            if x_kv is not None and x_kv is not x_q:
-                raise ValueError("a KVCache serves self-attention only; got a separate x_kv")
-            return self._forward_cached(x_q, cache, mask, causal, need_weights or self.record)
+        if cache is not None and x_kv is not None and x_kv is not x_q:
+            raise ValueError("a KVCache serves self-attention only; got a separate x_kv")
         x_kv = x_q if x_kv is None else x_kv
+        require_tensor("x_q", x_q)
+        require_tensor("x_kv", x_kv)
+        # The one shape check of the forward pass; what follows uses the unchecked helpers.
         check_mha_shapes(tuple(x_q.shape), tuple(x_kv.shape), tuple(self.W_q.shape), tuple(self.W_k.shape),
                          self.d_model, self.n_heads)
-        T_q, T_k = x_q.shape[-2], x_kv.shape[-2]
+        q = _heads(self.q_proj(x_q), self.n_heads)  # (B, h, T_q, d_head)
+        k = _heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, h_kv, T_new, d_head)
+        v = _heads(self.v_proj(x_kv), self.n_kv_heads)
+        if cache is not None:
+            k, v = cache.update(self, k, v)  # (B, h_kv, T_seen + T_new, d_head)
+        T_q, T_k = q.shape[-2], k.shape[-2]
         need_weights = need_weights or self.record
+        # The fused kernel builds the square causal mask itself; any other mask is passed in whole.
+        fused_causal = causal and mask is None and T_q == T_k and not need_weights
+        if mask is not None:
+            mask = as_mask(mask).to(x_q.device)
+            check_mask_fits(mask, tuple(x_q.shape[:-1]) + (T_k,))
+        if causal and not fused_causal:
+            causal_part = causal_mask(T_q, T_k).to(x_q.device)  # the queries are the last T_q positions
+            mask = causal_part if mask is None else combine_masks(mask, causal_part)
+        if mask is not None:
+            mask = mask.unsqueeze(-3)  # (..., 1, T_q, T_k): the same for every head
+        if self.n_kv_heads != self.n_heads:
+            group = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)  # (B, h, T_k, d_head)
         dropout = self.dropout if self.training else 0.0
-        # PyTorch's fused kernel gives the same result faster when nothing but the output is wanted and the
-        # only mask, if any, is the square causal one it builds itself.
-        if not need_weights and mask is None and dropout == 0.0 and (not causal or T_q == T_k):
-            q = split_heads(self.q_proj(x_q), self.n_heads)  # (B, h, T_q, d_head)
-            k = split_heads(self.k_proj(x_kv), self.n_heads)
-            v = split_heads(self.v_proj(x_kv), self.n_heads)
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        if not need_weights:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=fused_causal)
             return self.out_proj(merge_heads(out)), None
-        if causal:
-            mask = _with_causal(mask, T_q, T_k, x_q.device)
-        out, weights = multi_head_attention(x_q, x_kv, self, self.n_heads, mask)
-        if dropout:
-            # Attention dropout acts on the weights; recompute the output from the dropped weights.
-            weights = F.dropout(weights, dropout, self.training)
-            v = split_heads(self.v_proj(x_kv), self.n_heads)
-            out = self.out_proj(merge_heads(weights @ v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T_q, T_k)
+        weights = masked_softmax(scores, mask)
+        # Attention dropout acts on the weights, before the product with V (as the fused kernel does).
+        weights = F.dropout(weights, dropout, self.training) if dropout else weights
         if self.record:
             self.last_weights = weights.detach()
-        return out, weights if need_weights else None
-
-    def _forward_cached(self, x: torch.Tensor, cache: KVCache, mask: torch.Tensor | None, causal: bool,
-                        need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        check_mha_shapes(tuple(x.shape), tuple(x.shape), tuple(self.W_q.shape), tuple(self.W_k.shape),
-                         self.d_model, self.n_heads)
-        q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, T_new, d_head)
-        k, v = cache.update(self, split_heads(self.k_proj(x), self.n_heads), split_heads(self.v_proj(x), self.n_heads))
-        T_q, T_k = q.shape[-2], k.shape[-2]  # T_k = T_seen + T_new
-        if causal:
-            mask = _with_causal(mask, T_q, T_k, x.device)
-        if mask is not None:
-            mask = as_mask(mask).to(x.device)
-            check_mask_fits(mask, tuple(x.shape[:-2]) + (T_q, T_k))
-            mask = mask.unsqueeze(-3)  # (..., 1, T_q, T_k): the same for every head
-        if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
-            if self.record:
-                self.last_weights = weights.detach()
-            return self.out_proj(merge_heads(out)), weights
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, T_new, d_head)
-        return self.out_proj(merge_heads(out)), None
+        return self.out_proj(merge_heads(weights @ v)), weights

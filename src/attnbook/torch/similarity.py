@@ -10,16 +10,7 @@ from attnbook._validate import (
     require_same_last_dim,
     require_same_shape,
 )
-
-
-def _as_float(name: str, x: torch.Tensor) -> torch.Tensor:
-    """Accept integer tensors and compute in floating point, as the NumPy twin does."""
-    x = torch.as_tensor(x)
-    if x.dtype == torch.bool or x.is_complex():
-        raise ValueError(f"{name} must hold real numbers; got dtype {x.dtype}")
-    if not x.is_floating_point():
-        x = x.to(torch.get_default_dtype())
-    return x
+from attnbook.torch._checks import as_float as _as_float
 
 
 def _norms(name: str, x: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from attnbook._validate import shape_str
-from attnbook.torch._checks import require_tensor
+from attnbook.torch._checks import as_float, require_tensor
 
 
 def softmax(x: torch.Tensor, axis: int = -1, temperature: float = 1.0) -> torch.Tensor:
@@ -15,6 +15,7 @@ def softmax(x: torch.Tensor, axis: int = -1, temperature: float = 1.0) -> torch.
     ``+inf`` becomes NaN throughout, and an axis of length 0 gives an empty result.
     """
     require_tensor("x", x)
+    x = as_float("x", x)  # integer scores are computed in floating point, as in the NumPy twin
     if x.dim() == 0:
         raise ValueError("softmax needs at least one axis to normalise over; got a scalar (shape ())")
     if not -x.dim() <= axis < x.dim():

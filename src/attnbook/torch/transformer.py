@@ -12,17 +12,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnbook.numpy.gqa import check_gqa_heads
+from attnbook._validate import check_heads
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
-
-
-def _check_heads(d_model: int, n_heads: int) -> None:
-    if n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads; got n_heads = {n_heads}")
 
 
 def _check_at_least_one(config: object, *names: str) -> None:
@@ -91,7 +86,7 @@ class TransformerConfig:
         for name in ("n_encoder_layers", "n_decoder_layers"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more; got {getattr(self, name)}")
-        _check_heads(self.d_model, self.n_heads)
+        check_heads(self.d_model, self.n_heads)
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
         if self.positions not in ("sinusoidal", "learned"):
             raise ValueError(f"positions must be 'sinusoidal' or 'learned'; got {self.positions!r}")
@@ -128,7 +123,7 @@ class EncoderDecoderTransformer(nn.Module):
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Encoder output ``(B, S, d_model)`` and the source padding mask ``(B, 1, S)``."""
-        src_mask = (src != self.config.pad_id)[:, None, :]
+        src_mask = (src != self.config.pad_id)[:, None, :]  # (B, 1, S): padding_mask by token, not by length
         return self.encoder(self.embed(src, self.src_embed), src_mask), src_mask
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
@@ -142,29 +137,49 @@ class EncoderDecoderTransformer(nn.Module):
         return self.decode(tgt, memory, src_mask)
 
 
+@dataclass
+class EncoderConfig:
+    """Sizes of an encoder-only model (BERT-like). ``d_ff`` defaults to ``4 d_model``."""
+
+    vocab_size: int
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int | None = None
+    max_len: int = 128
+    dropout: float = 0.0
+    norm_first: bool = False
+    activation: str = "gelu"
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        _check_at_least_one(self, "vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
+        check_heads(self.d_model, self.n_heads)
+        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+
+
 class EncoderOnlyTransformer(nn.Module):
     """Algorithm 9 (BERT-like): every position sees every other one; logits for each position.
 
     ``forward(ids)``: ``(B, T)`` ids to ``(B, T, vocab_size)`` logits, padding masked by ``pad_id``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
-                 d_ff: int | None = None, max_len: int = 128, dropout: float = 0.0, norm_first: bool = False,
-                 activation: str = "gelu", pad_id: int = 0) -> None:
+    def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
-        _check_heads(d_model, n_heads)
-        self.pad_id = pad_id
-        self.embed = TokenEmbedding(vocab_size, d_model)
-        self.positions = LearnedPositions(max_len, d_model)
-        self.drop = nn.Dropout(dropout)
-        self.encoder = Encoder(n_layers, d_model, n_heads, 4 * d_model if d_ff is None else d_ff, dropout,
-                               norm_first, activation)
-        self.head = nn.Sequential(Linear(d_model, d_model), nn.GELU(), LayerNorm(d_model))
-        self.unembed = Unembedding(d_model, vocab_size, bias=True)
+        if not isinstance(config, EncoderConfig):
+            raise ValueError("EncoderOnlyTransformer takes an EncoderConfig, as the other models take their "
+                             f"configs: EncoderOnlyTransformer(EncoderConfig(vocab_size, ...)); got {config!r}")
+        c = self.config = config
+        self.embed = TokenEmbedding(c.vocab_size, c.d_model)
+        self.positions = LearnedPositions(c.max_len, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.activation)
+        self.head = nn.Sequential(Linear(c.d_model, c.d_model), nn.GELU(), LayerNorm(c.d_model))
+        self.unembed = Unembedding(c.d_model, c.vocab_size, bias=True)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.drop(self.embed(ids) + self.positions(ids.shape[1]))
-        h = self.encoder(x, (ids != self.pad_id)[:, None, :])
+        h = self.encoder(x, (ids != self.config.pad_id)[:, None, :])  # (B, 1, T): padded keys masked
         return self.unembed(self.head(h))
 
 
@@ -186,9 +201,7 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         _check_at_least_one(self, "vocab_size", "block_size", "n_layers", "n_heads", "d_model", "d_ff")
-        _check_heads(self.d_model, self.n_heads)
-        if self.n_kv_heads is not None:
-            check_gqa_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        check_heads(self.d_model, self.n_heads, self.n_kv_heads)
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
 
 
