@@ -65,7 +65,7 @@ def test_resume_refuses_steps_below_the_checkpoint(tmp_path):
     ("eval_batches", 0, "eval_batches must be at least 1; got 0"),
     ("n_layers", -1, "n_layers must be at least 1; got -1"),
     ("lr", 0.0, "lr must be positive; got 0.0"),
-    ("dropout", 1.0, r"dropout must be in \[0, 1\); got 1.0"),
+    ("dropout", 1.0, r"dropout must lie in \[0, 1\); got 1.0"),
     ("beta2", 1.0, r"beta2 must be in \[0, 1\); got 1.0"),
     ("eval_every", -1, "eval_every must be 0 .* got -1"),
     ("activation", "swish", "activation must be one of .* got 'swish'"),

@@ -34,7 +34,7 @@ from attnbook.torch.reference import TorchGPT, copy_gpt_to_torch
 from attnbook.torch.transformer import GPT
 from attnbook.training.lm import GPTRunConfig, preset, train_gpt
 from attnbook.training.seq2seq import TASK_LENGTHS, train_seq2seq
-from attnbook.training.trainer import TrainConfig, make_optimizer
+from attnbook.training.trainer import TrainConfig, make_optimizer, optimizer_step
 
 
 def bench_seq2seq(tasks: list[str], max_steps: int) -> None:
@@ -83,11 +83,7 @@ def _steps_per_second(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.T
     x, y = batch
     tic = time.perf_counter()
     for _ in range(steps):
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        optimizer_step(model, optimizer, F.cross_entropy(model(x).flatten(0, 1), y.flatten()), 1.0)
     return steps / (time.perf_counter() - tic)
 
 

@@ -33,13 +33,15 @@ def multihead_params_from_torch(mha) -> MultiHeadParams:
 # --- PyTorch modules --------------------------------------------------------------------------------------
 
 def _copy_linear_from_torch(ours, theirs_weight, theirs_bias) -> None:
-    """Copy ``torch.nn.Linear``-style weights (``(out, in)``) into an attnbook ``Linear`` (``(in, out)``)."""
+    """Copy ``torch.nn.Linear``-style weights (``(out, in)``) into an attnbook ``Linear`` (``(in, out)``).
+
+    A module without biases computes what zero biases compute, so our biases, if any, become zeros."""
     import torch
 
     with torch.no_grad():
         ours.W.copy_(theirs_weight.T)
         if ours.b is not None:
-            ours.b.copy_(theirs_bias)
+            ours.b.copy_(theirs_bias) if theirs_bias is not None else ours.b.zero_()
 
 
 def copy_mha_from_torch(ours, mha) -> None:
@@ -49,18 +51,26 @@ def copy_mha_from_torch(ours, mha) -> None:
         weights = mha.in_proj_weight.split(E, dim=0)
     else:
         weights = (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight)
-    biases = mha.in_proj_bias.split(E)
+    biases = mha.in_proj_bias.split(E) if mha.in_proj_bias is not None else (None, None, None)
     for lin, w, b in zip((ours.q_proj, ours.k_proj, ours.v_proj), weights, biases, strict=True):
         _copy_linear_from_torch(lin, w, b)
     _copy_linear_from_torch(ours.out_proj, mha.out_proj.weight, mha.out_proj.bias)
 
 
-def _copy_norm(ours, theirs) -> None:
+def _norm_parameters(norm) -> tuple:
+    """The scale and shift of a layer norm, attnbook's (``gamma``, ``beta``) or torch's (``weight``, ``bias``)."""
+    return (norm.gamma, norm.beta) if hasattr(norm, "gamma") else (norm.weight, norm.bias)
+
+
+def copy_norm(dst, src) -> None:
+    """Copy a layer norm's scale and shift from ``src`` to ``dst``, either of them attnbook's ``LayerNorm``
+    or ``torch.nn.LayerNorm``. A missing shift (``bias=False``) is zero."""
     import torch
 
     with torch.no_grad():
-        ours.gamma.copy_(theirs.weight)
-        ours.beta.copy_(theirs.bias)
+        for d, s in zip(_norm_parameters(dst), _norm_parameters(src), strict=True):
+            if d is not None:
+                d.copy_(s) if s is not None else d.zero_()
 
 
 def copy_encoder_block_from_torch(ours, layer) -> None:
@@ -68,8 +78,8 @@ def copy_encoder_block_from_torch(ours, layer) -> None:
     copy_mha_from_torch(ours.attn, layer.self_attn)
     _copy_linear_from_torch(ours.ff.fc1, layer.linear1.weight, layer.linear1.bias)
     _copy_linear_from_torch(ours.ff.fc2, layer.linear2.weight, layer.linear2.bias)
-    _copy_norm(ours.norm1, layer.norm1)
-    _copy_norm(ours.norm2, layer.norm2)
+    copy_norm(ours.norm1, layer.norm1)
+    copy_norm(ours.norm2, layer.norm2)
 
 
 def copy_decoder_block_from_torch(ours, layer) -> None:
@@ -79,7 +89,7 @@ def copy_decoder_block_from_torch(ours, layer) -> None:
     _copy_linear_from_torch(ours.ff.fc1, layer.linear1.weight, layer.linear1.bias)
     _copy_linear_from_torch(ours.ff.fc2, layer.linear2.weight, layer.linear2.bias)
     for k in (1, 2, 3):
-        _copy_norm(getattr(ours, f"norm{k}"), getattr(layer, f"norm{k}"))
+        copy_norm(getattr(ours, f"norm{k}"), getattr(layer, f"norm{k}"))
 
 
 def copy_transformer_from_torch(encoder, decoder, transformer) -> None:
@@ -88,8 +98,8 @@ def copy_transformer_from_torch(encoder, decoder, transformer) -> None:
         copy_encoder_block_from_torch(ours, theirs)
     for ours, theirs in zip(decoder.layers, transformer.decoder.layers, strict=True):
         copy_decoder_block_from_torch(ours, theirs)
-    _copy_norm(encoder.norm, transformer.encoder.norm)
-    _copy_norm(decoder.norm, transformer.decoder.norm)
+    copy_norm(encoder.norm, transformer.encoder.norm)
+    copy_norm(decoder.norm, transformer.decoder.norm)
 
 
 def gpt_from_gpt2(hf_model):

@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     gpt.add_argument("--sample", type=int, default=300, help="characters to generate at the end (0: none)")
     gpt.add_argument("--threads", type=int, default=0, help="CPU threads for PyTorch (0: its default)")
     for f in dataclasses.fields(GPTRunConfig):
-        kind = _parse_bool if f.type in (bool, "bool") else {"int": int, "float": float}.get(str(f.type), str)
+        # Annotations are strings here (postponed evaluation); "int | None" fields take an int when given.
+        kind = _parse_bool if f.type in (bool, "bool") else {"int": int, "float": float, "int | None": int}.get(
+            str(f.type), str)
         gpt.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None,
                          help=f"(preset's value if omitted; cpu-small: {getattr(PRESETS['cpu-small'], f.name)!r})")
     return parser

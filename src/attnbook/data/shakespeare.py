@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from attnbook._files import atomic_write
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -51,17 +52,11 @@ def _checked(path: Path, sha256: str) -> Path:
 
 def _download(url: str, dest: Path, sha256: str) -> Path:
     """Download to a temporary file beside ``dest``, check it, then rename: never a half-written file."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name, suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=30) as response:
+    def fetch(out) -> None:
+        with urllib.request.urlopen(url, timeout=30) as response:
             out.write(response.read())
-        _checked(Path(tmp), sha256)
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return dest
+
+    return atomic_write(dest, fetch, check=lambda tmp: _checked(tmp, sha256))
 
 
 def tinyshakespeare_path(download: bool = True, url: str = URL, sha256: str = SHA256) -> Path:

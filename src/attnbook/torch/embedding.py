@@ -10,15 +10,38 @@ from attnbook.numpy.positional import sinusoidal_encoding
 
 
 def _check_ids(ids: torch.Tensor, size: int, what: str) -> torch.Tensor:
-    """``ids`` as int64, after checking they are integers in ``[0, size)``; any integer dtype is accepted."""
+    """``ids`` as int64 or int32 (what ``F.embedding`` takes), after checking they are integers; any integer
+    dtype is accepted. Their range is checked by ``_check_range``, only where it is needed."""
     if not isinstance(ids, torch.Tensor):
         raise ValueError(f"{what} must be a torch.Tensor of integers; got {type(ids).__name__}")
     if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
         raise ValueError(f"{what} must be integer ids; got dtype {ids.dtype} (any integer dtype is accepted, "
                          "such as torch.long or torch.int8)")
+    return ids if ids.dtype in (torch.int64, torch.int32) else ids.long()
+
+
+def _check_range(ids: torch.Tensor, size: int, what: str) -> None:
+    """Raise ``ValueError`` unless every id lies in ``[0, size)``."""
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
         raise ValueError(f"{what} must lie in [0, {size - 1}]; got values from {int(ids.min())} to {int(ids.max())}")
-    return ids if ids.dtype in (torch.int64, torch.int32) else ids.long()  # what F.embedding takes
+
+
+def embed(ids: torch.Tensor, table: torch.Tensor, what: str) -> torch.Tensor:
+    """Rows ``table[ids]``, ``(...)`` ids to ``(..., d)``, with an error that names the range on a bad id.
+
+    On the CPU the lookup itself finds a bad id (an ``IndexError``), so the range is checked only then, not
+    on every call (a ``min`` and a ``max`` over the batch); on a GPU a bad id is a device-side assertion
+    that ends the process, so the range is checked first.
+    """
+    ids = _check_ids(ids, table.shape[0], what)
+    if ids.device.type != "cpu":
+        _check_range(ids, table.shape[0], what)
+        return F.embedding(ids, table)
+    try:
+        return F.embedding(ids, table)  # deterministic backward on CPU, unlike table[ids]
+    except IndexError:
+        _check_range(ids, table.shape[0], what)
+        raise
 
 
 class TokenEmbedding(nn.Module):
@@ -30,8 +53,7 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """``(B, T)`` integer ids (any integer dtype) to ``(B, T, d_model)`` vectors."""
-        ids = _check_ids(ids, self.E.shape[0], "token ids")
-        return F.embedding(ids, self.E)  # deterministic backward on CPU, unlike self.E[ids]
+        return embed(ids, self.E, "token ids")
 
 
 class LearnedPositions(nn.Module):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from attnbook.interop import copy_norm
 from attnbook.torch.transformer import GPT, GPTConfig
 
 
@@ -53,11 +54,5 @@ def copy_gpt_to_torch(ours: GPT, theirs: TorchGPT) -> None:
             if ours.config.bias:
                 lin.bias.copy_(fc.b)
         for norm, ln in ((layer.norm1, block.norm1), (layer.norm2, block.norm3)):
-            _copy_norm(norm, ln)
-    _copy_norm(theirs.norm, ours.norm)
-
-
-def _copy_norm(theirs: nn.LayerNorm, ours) -> None:
-    theirs.weight.copy_(ours.gamma)
-    if ours.beta is not None:
-        theirs.bias.copy_(ours.beta)
+            copy_norm(norm, ln)
+    copy_norm(theirs.norm, ours.norm)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 import zipfile
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from attnbook._files import atomic_write
 
 
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
@@ -27,20 +28,10 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     if path.is_dir():
         raise ValueError(f"cannot save a checkpoint at {path}: it is a folder; give a file path such as "
                          f"{path / 'ckpt.pt'}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f"{glob_escape(path.name)}*.tmp"):  # from a save that was killed
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+    if path.parent.is_dir():
+        for stale in path.parent.glob(f"{glob_escape(path.name)}*.tmp"):  # from a save that was killed
+            stale.unlink(missing_ok=True)
+    return atomic_write(path, lambda f: torch.save(state, f))
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from attnbook._files import atomic_write
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows, sequential_windows, split
 from attnbook.torch.feedforward import ACTIVATIONS
@@ -28,11 +29,12 @@ from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.distributed import init_distributed, mean_over_processes, shutdown
 from attnbook.training.schedule import lr_at
-from attnbook.training.trainer import make_optimizer
+from attnbook.training.trainer import make_optimizer, optimizer_step
 
 # Fields that fix the model (its shape and what it computes) and the data it is fed: a checkpoint resumes
 # only into the same ones. The others (steps, the schedule, evaluation, device) may change on resume.
-MODEL_FIELDS = ("n_layers", "n_heads", "d_model", "block_size", "dropout", "activation", "bias")
+# The model's fields are GPTConfig's (less the vocabulary, which the text fixes), read from it.
+MODEL_FIELDS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")
 DATA_FIELDS = ("batch_size", "seed")
 # What a checkpoint written by train_gpt holds.
 CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "chars", "log", "train_seconds")
@@ -46,13 +48,18 @@ class GPTRunConfig:
     the same windows, so a run gives the same result on one process or several.
     """
 
+    # The model: GPTConfig's fields with GPTConfig's defaults (a test and the check below keep them so).
+    block_size: int = 64
     n_layers: int = 4
     n_heads: int = 4
     d_model: int = 128
-    block_size: int = 64
+    d_ff: int | None = None
     dropout: float = 0.0
-    activation: str = "gelu"  # exact GELU, as in nanoGPT's recipe (GPT-2 itself uses the tanh approximation)
-    bias: bool = True  # biases in linear layers and layer norms, as GPT-2 has (nanoGPT's recipes leave them out)
+    activation: str = "gelu_tanh"
+    eps: float = 1e-5
+    bias: bool = True
+    n_kv_heads: int | None = None
+    # The optimisation, evaluation and bookkeeping.
     steps: int = 2000
     batch_size: int = 12
     lr: float = 1e-3
@@ -74,15 +81,12 @@ class GPTRunConfig:
         def bad(name: str, expected: str) -> ValueError:
             return ValueError(f"{name} must be {expected}; got {getattr(self, name)!r}")
 
-        for name in ("n_layers", "n_heads", "d_model", "block_size", "steps", "batch_size", "eval_batches"):
+        self.model_config(1)  # the model's fields are checked where they are defined, in GPTConfig
+        for name in ("steps", "batch_size", "eval_batches"):
             if getattr(self, name) < 1:
                 raise bad(name, "at least 1")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = {self.n_heads}")
         if not 0 <= self.warmup <= self.steps:
             raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
-        if not 0 <= self.dropout < 1:
-            raise bad("dropout", "in [0, 1)")
         if not self.lr > 0:
             raise bad("lr", "positive")
         if not 0 <= self.min_lr <= self.lr:
@@ -103,22 +107,32 @@ class GPTRunConfig:
             raise bad("precision", "one of 'auto', 'bf16', 'fp32'")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
-        return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layers=self.n_layers,
-                         n_heads=self.n_heads, d_model=self.d_model, dropout=self.dropout,
-                         activation=self.activation, bias=self.bias)
+        """The ``GPTConfig`` of this run's model, for a vocabulary of ``vocab_size`` tokens."""
+        return GPTConfig(vocab_size=vocab_size, **{name: getattr(self, name) for name in MODEL_FIELDS})
 
 
+def _check_model_fields() -> None:
+    """A field added to GPTConfig must be added here too, with the same default: fail at import otherwise."""
+    run_defaults = {f.name: f.default for f in fields(GPTRunConfig)}
+    for f in fields(GPTConfig):
+        if f.name != "vocab_size" and run_defaults.get(f.name, MISSING) != f.default:
+            raise TypeError(f"GPTRunConfig must have GPTConfig's field {f.name!r} with its default {f.default!r}")
+
+
+_check_model_fields()
+
+# The recipes train with the exact GELU, as nanoGPT's do (GPT-2 itself uses the tanh approximation).
 PRESETS: dict[str, GPTRunConfig] = {
     # A few seconds: for tests and for trying the command.
-    "tiny": GPTRunConfig(n_layers=2, n_heads=2, d_model=32, block_size=16, steps=40, batch_size=8, warmup=5,
-                         eval_every=20, eval_batches=4),
+    "tiny": GPTRunConfig(n_layers=2, n_heads=2, d_model=32, block_size=16, activation="gelu", steps=40,
+                         batch_size=8, warmup=5, eval_every=20, eval_batches=4),
     # The well-known small CPU recipe: 4 layers, 4 heads, width 128, context 64, batch 12, 2000 steps.
-    "cpu-small": GPTRunConfig(),
+    "cpu-small": GPTRunConfig(activation="gelu"),
     # What chapter 17 trains inside its minute.
-    "notebook": GPTRunConfig(steps=400, lr=2e-3, warmup=40, eval_every=100, eval_batches=10),
+    "notebook": GPTRunConfig(activation="gelu", steps=400, lr=2e-3, warmup=40, eval_every=100, eval_batches=10),
     # A GPU recipe: 6 layers, 6 heads, width 384, context 256, batch 64, dropout 0.2.
-    "gpu": GPTRunConfig(n_layers=6, n_heads=6, d_model=384, block_size=256, dropout=0.2, steps=5000,
-                        batch_size=64, warmup=100, eval_every=500, eval_batches=40),
+    "gpu": GPTRunConfig(n_layers=6, n_heads=6, d_model=384, block_size=256, dropout=0.2, activation="gelu",
+                        steps=5000, batch_size=64, warmup=100, eval_every=500, eval_batches=40),
 }
 
 
@@ -235,11 +249,7 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
         with autocast(device, config.precision):
             logits = net(x)  # (B / N, T, V)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # under DDP the gradients are averaged over processes here
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
+        optimizer_step(model, optimizer, loss, config.grad_clip)  # under DDP, backward averages the gradients
         loss_value = mean_over_processes(loss, info).item()
         run.train_seconds += time.perf_counter() - tic
         run.steps_done = step + 1
@@ -266,12 +276,7 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
 def _save(run: GPTRun, optimizer, generator, out_dir: Path) -> None:
     save_checkpoint(_state(run.model, optimizer, generator, run.steps_done, run.config, run.tokenizer, run.log,
                            run.train_seconds), out_dir / "ckpt.pt")
-    tmp = out_dir / "log.json.tmp"
-    try:
-        tmp.write_text(json.dumps(run.log))
-        os.replace(tmp, out_dir / "log.json")
-    finally:
-        tmp.unlink(missing_ok=True)  # a failed write leaves nothing behind
+    atomic_write(out_dir / "log.json", lambda f: f.write(json.dumps(run.log).encode()))
 
 
 def _resume(run: GPTRun, optimizer, generator, out_dir: Path | None) -> int:

@@ -84,6 +84,17 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
     return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
 
 
+def optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+                   grad_clip: float | None) -> None:
+    """One update: clear the old gradients, backpropagate ``loss``, clip the gradient norm to ``grad_clip``
+    (``None`` or 0: no clipping), and step. Under data parallelism the gradients are averaged in ``backward``."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+
+
 def train(
     model: torch.nn.Module,
     get_batch: Callable[[torch.Generator], Any],
@@ -107,11 +118,7 @@ def train(
             group["lr"] = lr
         start = time.perf_counter()
         loss = loss_fn(model, get_batch(g))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
+        optimizer_step(model, optimizer, loss, config.grad_clip)
         result.train_seconds += time.perf_counter() - start
         result.losses.append(loss.item())
         result.lrs.append(lr)
