@@ -75,7 +75,7 @@ def test_encoder_decoder_is_causal_in_the_target_and_ignores_source_padding(norm
 
 
 @pytest.mark.parametrize("make", [tiny_gpt, tiny_seq2seq,
-                                  lambda: at.EncoderOnlyTransformer(at.EncoderConfig(vocab_size=11, d_model=16, n_heads=2))])
+                                  lambda: at.EncoderOnlyTransformer(at.EncoderConfig(11, d_model=16, n_heads=2))])
 def test_gradients_reach_every_parameter(make):
     model = make()
     if isinstance(model, at.EncoderDecoderTransformer):

@@ -46,7 +46,9 @@ def online_normalizer(x: torch.Tensor, block_size: int = 1, history: bool = Fals
 
 
 def online_softmax(x: torch.Tensor, block_size: int = 1) -> torch.Tensor:
-    """Softmax over the last axis from the one-pass normaliser; same meaning as the NumPy twin."""
+    """Softmax over the last axis from the one-pass normaliser: ``exp(x - m) / ell``.
+
+    Same meaning as the NumPy twin."""
     m, ell = online_normalizer(x, block_size)
     shift = torch.where(torch.isneginf(m), torch.zeros_like(m), m)[..., None]
     e = torch.exp(x - shift)
@@ -64,7 +66,9 @@ def tiled_attention(
     block_k: int = 64,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """``softmax(Q K^T * scale) V`` one tile at a time; same signature and meaning as the NumPy twin.
+    """``softmax(Q K^T * scale) V`` one ``(block_q, block_k)`` tile at a time, never forming all scores.
+
+    Same signature and meaning as the NumPy twin.
 
     Shapes: ``Q`` ``(..., T_q, d_k)``, ``K`` ``(..., T_k, d_k)``, ``V`` ``(..., T_k, d_v)``; ``mask``
     broadcastable to ``(..., T_q, T_k)``. Returns ``(..., T_q, d_v)``. Chapter 20.

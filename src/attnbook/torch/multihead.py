@@ -22,7 +22,10 @@ from attnbook.torch.masks import causal_mask, combine_masks
 
 
 def split_heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """``(..., T, d_model)`` to ``(..., h, T, d_head)``; ``d_model`` must be divisible by ``n_heads``."""
+    """``(..., T, d_model)`` to ``(..., h, T, d_head)``: head ``i`` gets columns ``i*d_head`` onwards.
+
+    ``d_model`` must be divisible by ``n_heads``; ``d_head = d_model / n_heads``.
+    """
     require_tensor("X", X)
     check_split_heads(tuple(X.shape), n_heads)
     *batch, T, d_model = X.shape
@@ -30,7 +33,7 @@ def split_heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def merge_heads(X: torch.Tensor) -> torch.Tensor:
-    """``(..., h, T, d_head)`` to ``(..., T, h * d_head)``."""
+    """``(..., h, T, d_head)`` to ``(..., T, h * d_head)``: the inverse of ``split_heads``."""
     *batch, h, T, d_head = X.shape
     return X.transpose(-3, -2).reshape(*batch, T, h * d_head)
 

@@ -9,9 +9,10 @@ from attnbook.torch._checks import as_float, require_tensor
 
 
 def softmax(x: torch.Tensor, axis: int = -1, temperature: float = 1.0) -> torch.Tensor:
-    """Softmax of ``x / temperature`` along ``axis``; a slice that is all ``-inf`` gives zeros, not NaN.
+    """Softmax of ``x / temperature`` along ``axis``, computed without overflow.
 
-    Shapes: the result has the shape of ``x``. Same meaning as the NumPy twin: a slice holding NaN or
+    A slice that is all ``-inf`` gives zeros, not NaN. Shapes: the result has the shape of ``x``. Same
+    meaning as the NumPy twin: a slice holding NaN or
     ``+inf`` becomes NaN throughout, and an axis of length 0 gives an empty result.
     """
     require_tensor("x", x)
