@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnbook._validate import shape_str
+from attnbook._validate import check_heads, shape_str
 from attnbook.numpy.backprop.block import block_backward, block_forward, init_block_params
 from attnbook.numpy.backprop.cross_entropy import cross_entropy_backward, cross_entropy_forward
 from attnbook.numpy.backprop.embedding import embedding_backward, embedding_forward
@@ -39,8 +39,7 @@ class GPTConfig:
     eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        if self.n_heads < 1 or self.d_model % self.n_heads:
-            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads; got n_heads = {self.n_heads}")
+        check_heads(self.d_model, self.n_heads)
         if self.activation not in _GELU:
             raise ValueError(f"activation must be one of {sorted(_GELU)}; got {self.activation!r}")
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
