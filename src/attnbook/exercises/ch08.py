@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, softmax
 
 
@@ -54,8 +54,9 @@ def _big_negative(X, Z, W_q, W_k, W_v, mask) -> np.ndarray:
     return softmax(np.where(mask, S, -1e9), axis=1) @ V
 
 
-_check = Checker(
+check_masked_attention = Checker(
     name="masked_attention",
+    doc="Check ``fn(X, Z, W_q, W_k, W_v, mask) -> (T_x, d_out)``: masked scaled dot-product attention.",
     reference=_reference,
     cases=_cases(),
     mistakes=(
@@ -65,8 +66,3 @@ _check = Checker(
                 "with -1e9 spreads its weight evenly over the forbidden keys."),
     ),
 )
-
-
-def check_masked_attention(fn) -> Verdict:
-    """Check ``fn(X, Z, W_q, W_k, W_v, mask) -> (T_x, d_out)``: masked scaled dot-product attention."""
-    return _check(fn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 
 
 def _shift_cases() -> list[Case]:
@@ -27,8 +27,9 @@ def _shift_left(tgt, bos_id):
     return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], dim=1)
 
 
-_check_shift = Checker(
+check_shift_right = Checker(
     name="shift_right",
+    doc="Check ``fn(tgt, bos_id) -> (B, T)``: the decoder input for teacher forcing.",
     reference=_shift_right,
     cases=_shift_cases(),
     mistakes=(
@@ -36,11 +37,6 @@ _check_shift = Checker(
         Mistake(_shift_left, "the decoder input runs one step behind the target: bos_id goes first, on the left."),
     ),
 )
-
-
-def check_shift_right(fn) -> Verdict:
-    """Check ``fn(tgt, bos_id) -> (B, T)``: the decoder input for teacher forcing."""
-    return _check_shift(fn)
 
 
 def _mask(lengths, T):
@@ -57,8 +53,9 @@ def _upper(lengths, T):
     return torch.ones(T, T, dtype=torch.bool).triu()[None] & (torch.arange(T)[None, :] < lengths[:, None])[:, None, :]
 
 
-_check_mask = Checker(
+check_decoder_self_mask = Checker(
     name="decoder_self_mask",
+    doc="Check ``fn(lengths, T) -> (B, T, T)`` booleans: causal and padding masks combined.",
     reference=_mask,
     cases=[Case(f"lengths={ls}, T={T}", (torch.tensor(ls), T)) for ls, T in (([3], 3), ([4, 2], 4), ([1, 5, 3], 5))],
     mistakes=(
@@ -66,8 +63,3 @@ _check_mask = Checker(
         Mistake(_upper, "query i may see keys j <= i: the lower triangle (tril), not the upper."),
     ),
 )
-
-
-def check_decoder_self_mask(fn) -> Verdict:
-    """Check ``fn(lengths, T) -> (B, T, T)`` booleans: causal and padding masks combined."""
-    return _check_mask(fn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.torch import GPT, GPTConfig
 
 
@@ -26,8 +26,9 @@ def _no_final_norm(V, block_size, d, L):
     return _gpt_params(V, block_size, d, L) - 2 * d
 
 
-_check_params = Checker(
+check_gpt_parameters = Checker(
     name="gpt_parameters",
+    doc="Check ``fn(V, block_size, d_model, n_layers) -> int``: the parameters of a GPT-2-style model.",
     reference=_gpt_params,
     cases=[Case(f"V={V}, block_size={T}, d_model={d}, n_layers={L}", (V, T, d, L))
            for V, T, d, L in ((65, 64, 128, 4), (50257, 1024, 768, 12), (10, 8, 4, 1))],
@@ -37,11 +38,6 @@ _check_params = Checker(
         Mistake(_no_final_norm, "add the final layer norm before the unembedding: 2 d_model."),
     ),
 )
-
-
-def check_gpt_parameters(fn) -> Verdict:
-    """Check ``fn(V, block_size, d_model, n_layers) -> int``: the parameters of a GPT-2-style model."""
-    return _check_params(fn)
 
 
 def _top_k_cases() -> list[Case]:
@@ -67,8 +63,9 @@ def _bottom_k(logits, k):
     return logits.masked_fill(logits > kth, float("-inf"))
 
 
-_check_top_k = Checker(
+check_top_k_filter = Checker(
     name="top_k_filter",
+    doc="Check ``fn(logits, k) -> logits.shape``: all but the ``k`` largest logits of each row set to ``-inf``.",
     reference=_top_k,
     cases=_top_k_cases(),
     mistakes=(
@@ -76,8 +73,3 @@ _check_top_k = Checker(
         Mistake(_bottom_k, "keep the k largest logits (torch.topk's default), not the smallest."),
     ),
 )
-
-
-def check_top_k_filter(fn) -> Verdict:
-    """Check ``fn(logits, k) -> logits.shape``: all but the ``k`` largest logits of each row set to ``-inf``."""
-    return _check_top_k(fn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy.backprop import attention_backward, attention_forward, layer_norm_backward, layer_norm_forward
 
 
@@ -42,8 +42,9 @@ def _ln_cases() -> list[Case]:
     return cases
 
 
-_check_ln = Checker(
+check_layer_norm_backward = Checker(
     name="layer_norm_backward",
+    doc="Check ``fn(dy, x, gamma, eps) -> dx``: the backward pass of layer norm (without beta) over the last axis.",
     reference=_ln_backward,
     cases=_ln_cases(),
     mistakes=(
@@ -55,11 +56,6 @@ _check_ln = Checker(
     ),
     atol=1e-9,
 )
-
-
-def check_layer_norm_backward(fn) -> Verdict:
-    """Check ``fn(dy, x, gamma, eps) -> dx``: the backward pass of layer norm (without beta) over the last axis."""
-    return _check_ln(fn)
 
 
 def _attn_backward(dO, Q, K, V, mask):
@@ -102,8 +98,9 @@ def _attn_cases() -> list[Case]:
     return cases
 
 
-_check_attn = Checker(
+check_attention_backward = Checker(
     name="attention_backward",
+    doc="Check ``fn(dO, Q, K, V, mask) -> np.stack((dQ, dK, dV))`` (``T_q = T_k``): attention's backward pass.",
     reference=_attn_backward,
     cases=_attn_cases(),
     mistakes=(
@@ -114,8 +111,3 @@ _check_attn = Checker(
     ),
     atol=1e-9,
 )
-
-
-def check_attention_backward(fn) -> Verdict:
-    """Check ``fn(dO, Q, K, V, mask) -> np.stack((dQ, dK, dV))`` (``T_q = T_k``): attention's backward pass."""
-    return _check_attn(fn)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy.attention import scaled_dot_product_attention
 from attnbook.numpy.softmax import softmax
 
@@ -27,8 +27,9 @@ def _kv_bits(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
     return 8 * _kv_bytes(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value)
 
 
-_check_kv = Checker(
+check_kv_cache_bytes = Checker(
     name="kv_cache_bytes",
+    doc="Check ``fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value) -> int``: bytes of a KV cache.",
     reference=_kv_bytes,
     cases=[Case(f"n_layers={a}, n_kv_heads={b}, d_head={c}, n_tokens={t}, bytes_per_value={s}", (a, b, c, t, s))
            for a, b, c, t, s in ((1, 1, 1, 1, 4), (12, 12, 64, 1, 2), (4, 2, 32, 100, 4), (80, 8, 128, 4096, 2))],
@@ -38,11 +39,6 @@ _check_kv = Checker(
         Mistake(_kv_bits, "count bytes, not bits: bytes_per_value is already in bytes."),
     ),
 )
-
-
-def check_kv_cache_bytes(fn) -> Verdict:
-    """Check ``fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value) -> int``: bytes of a KV cache."""
-    return _check_kv(fn)
 
 
 def _online_softmax(x):
@@ -77,8 +73,9 @@ def _softmax_cases() -> list[Case]:
     return cases
 
 
-_check_online = Checker(
+check_online_softmax = Checker(
     name="online_softmax",
+    doc="Check ``fn(x) -> softmax(x)`` for a 1-D array, computed with a running maximum and sum.",
     reference=lambda x: softmax(x),
     cases=_softmax_cases(),
     mistakes=(
@@ -89,11 +86,6 @@ _check_online = Checker(
     atol=1e-12,
     rtol=1e-10,
 )
-
-
-def check_online_softmax(fn) -> Verdict:
-    """Check ``fn(x) -> softmax(x)`` for a 1-D array, computed with a running maximum and sum."""
-    return _check_online(fn)
 
 
 def _one_query(q, K, V, block_k):
@@ -139,8 +131,9 @@ def _query_cases() -> list[Case]:
     return cases
 
 
-_check_query = Checker(
+check_blockwise_attention = Checker(
     name="blockwise_attention",
+    doc="Check ``fn(q, K, V, block_k) -> (d_v,)``: one query's attention, keys read in blocks, online softmax.",
     reference=_one_query,
     cases=_query_cases(),
     mistakes=(
@@ -151,8 +144,3 @@ _check_query = Checker(
     ),
     atol=1e-10,
 )
-
-
-def check_blockwise_attention(fn) -> Verdict:
-    """Check ``fn(q, K, V, block_k) -> (d_v,)``: one query's attention, keys read in blocks, online softmax."""
-    return _check_query(fn)
