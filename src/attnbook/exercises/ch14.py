@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.torch import causal_mask, combine_masks, padding_mask
+from attnbook.training.seq2seq import shift_right
 
 
 def _shift_cases() -> list[Case]:
@@ -13,10 +15,6 @@ def _shift_cases() -> list[Case]:
         Case("tgt=[[5, 6, 7, 2], [8, 9, 2, 0]], bos_id=1", (torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]), 1)),
         Case("tgt=[[4]], bos_id=3", (torch.tensor([[4]]), 3)),
     ]
-
-
-def _shift_right(tgt, bos_id):
-    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], dim=1)
 
 
 def _prepend(tgt, bos_id):
@@ -30,7 +28,7 @@ def _shift_left(tgt, bos_id):
 check_shift_right = Checker(
     name="shift_right",
     doc="Check ``fn(tgt, bos_id) -> (B, T)``: the decoder input for teacher forcing.",
-    reference=_shift_right,
+    reference=shift_right,
     cases=_shift_cases(),
     mistakes=(
         Mistake(_prepend, "keep the length T: prepend bos_id and drop the last token."),
@@ -40,17 +38,15 @@ check_shift_right = Checker(
 
 
 def _mask(lengths, T):
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    keys = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
-    return causal[None] & keys[:, None, :]
+    return combine_masks(causal_mask(T), padding_mask(lengths, T))  # (T, T) & (B, 1, T) -> (B, T, T)
 
 
 def _causal_only(lengths, T):
-    return torch.ones(T, T, dtype=torch.bool).tril().expand(len(lengths), T, T)
+    return causal_mask(T).expand(len(lengths), T, T)
 
 
 def _upper(lengths, T):
-    return torch.ones(T, T, dtype=torch.bool).triu()[None] & (torch.arange(T)[None, :] < lengths[:, None])[:, None, :]
+    return combine_masks(causal_mask(T).T, padding_mask(lengths, T))
 
 
 check_decoder_self_mask = Checker(

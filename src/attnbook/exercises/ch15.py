@@ -6,6 +6,7 @@ import torch
 
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.torch import GPT, GPTConfig
+from attnbook.torch.decoding import top_k_filter
 
 
 def _gpt_params(V: int, block_size: int, d: int, L: int) -> int:
@@ -48,11 +49,6 @@ def _top_k_cases() -> list[Case]:
     return cases
 
 
-def _top_k(logits, k):
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
 def _zero_fill(logits, k):
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, 0.0)
@@ -66,7 +62,7 @@ def _bottom_k(logits, k):
 check_top_k_filter = Checker(
     name="top_k_filter",
     doc="Check ``fn(logits, k) -> logits.shape``: all but the ``k`` largest logits of each row set to ``-inf``.",
-    reference=_top_k,
+    reference=top_k_filter,
     cases=_top_k_cases(),
     mistakes=(
         Mistake(_zero_fill, "a logit of 0 still has probability; set the others to -inf."),

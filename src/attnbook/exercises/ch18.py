@@ -7,12 +7,13 @@ import math
 import torch
 
 from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.torch import causal_mask
 from attnbook.torch.inspect import attention_entropy, offset_score
 
 
 def _causal_weights(h: int, T: int, g: torch.Generator) -> torch.Tensor:
     scores = torch.randn(h, T, T, generator=g, dtype=torch.float64) * 2
-    scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    scores = scores.masked_fill(~causal_mask(T), float("-inf"))
     return scores.softmax(dim=-1)  # (h, T, T), rows sum to 1, zero above the diagonal
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.numpy import causal_mask
 from attnbook.numpy.backprop import attention_backward, attention_forward, layer_norm_backward, layer_norm_forward
 
 
@@ -89,7 +90,7 @@ def _attn_cases() -> list[Case]:
         Q, K, V, dO = (rng.normal(size=(*B, T, d)) for _ in range(4))
         mask = None
         if masked is True:
-            mask = np.tril(np.ones((T, T), dtype=bool))
+            mask = causal_mask(T)
         elif masked == "random":
             mask = rng.random((*B, T, T)) > 0.4
             mask[..., 0] = True
