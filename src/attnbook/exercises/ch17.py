@@ -7,18 +7,22 @@ import torch
 from attnbook.exercises._harness import Case, Checker, Mistake
 
 
-def _bigram_loss(train_ids, val_ids, V):
-    counts = torch.ones(V, V, dtype=torch.float64)  # add-one: every pair has been 'seen' once
+def _bigram_counts(train_ids, V, start: float) -> torch.Tensor:
+    """``(V, V)``: how often each pair (previous, next) occurs in ``train_ids``, every count from ``start``."""
+    counts = torch.full((V, V), start, dtype=torch.float64)
     counts.index_put_((train_ids[:-1], train_ids[1:]), torch.ones(len(train_ids) - 1, dtype=torch.float64),
                       accumulate=True)
+    return counts
+
+
+def _bigram_loss(train_ids, val_ids, V):
+    counts = _bigram_counts(train_ids, V, start=1.0)  # add-one: every pair has been 'seen' once
     log_p = (counts / counts.sum(dim=1, keepdim=True)).log()
     return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
 
 
 def _unsmoothed(train_ids, val_ids, V):
-    counts = torch.zeros(V, V, dtype=torch.float64)
-    counts.index_put_((train_ids[:-1], train_ids[1:]), torch.ones(len(train_ids) - 1, dtype=torch.float64),
-                      accumulate=True)
+    counts = _bigram_counts(train_ids, V, start=0.0)
     log_p = (counts / counts.sum(dim=1, keepdim=True).clamp_min(1)).log()
     return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
 
