@@ -2,12 +2,14 @@
 rejected with that mistake's hint (so a hint can never become unreachable)."""
 
 import importlib
+import inspect
 import pkgutil
+import pydoc
 
 import pytest
 
 import attnbook.exercises as exercises
-from attnbook.exercises._harness import Checker
+from attnbook.exercises._harness import Case, Checker
 
 CHECKERS = []
 for info in pkgutil.iter_modules(exercises.__path__):
@@ -29,3 +31,34 @@ def test_checker_accepts_reference_and_names_each_mistake(name, checker):
         verdict = checker(mistake.fn)
         assert not verdict, f"{name} accepts the mistake meant for: {mistake.hint}"
         assert mistake.hint in verdict.message, verdict.message
+
+
+# --- the public checkers: documented objects, one per exercise ----------------------------------------
+
+PUBLIC = [name for name in exercises.__all__ if name.startswith("check_")]
+
+
+def test_every_checker_is_exported_under_its_public_name():
+    exported = {id(getattr(exercises, name)) for name in PUBLIC}
+    assert exported == {id(checker) for _, checker in CHECKERS}
+    assert len(PUBLIC) == len(CHECKERS)
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_public_checker_is_a_checker_whose_docstring_states_the_contract(name):
+    check = getattr(exercises, name)
+    assert isinstance(check, Checker)
+    assert name == f"check_{check.name}"  # the verdict names the function the exercise asks for
+    assert check.__doc__ == check.doc and check.doc.startswith("Check ``fn(")
+    assert inspect.getdoc(check) == check.doc  # what IPython's `check_x?` shows
+    assert check.doc in pydoc.render_doc(check, renderer=pydoc.plaintext)  # what help(check_x) shows
+    text = repr(check)
+    assert "\n" not in text and text.startswith(f"<checker for {check.name}: Check fn(") and text.endswith(">")
+
+
+def test_repr_of_a_checker_is_one_line_whatever_its_docstring():
+    check = Checker(name="double", doc="Check ``fn(x) -> 2 x``:\n    twice ``x``,\n    elementwise.",
+                    reference=lambda x: 2 * x, cases=[Case("x=1", (1,))])
+    assert repr(check) == "<checker for double: Check fn(x) -> 2 x: twice x, elementwise.>"
+    assert check.__doc__ == check.doc
+    assert Checker(name="other", doc="Check ``fn()``.", reference=lambda: 0, cases=[]).__doc__ == "Check ``fn()``."

@@ -1,7 +1,9 @@
 """Checkers for the book's coding exercises.
 
-Each ``check_*`` function takes the learner's function, runs it on fixed and random cases against
-the package's reference, and returns a ``Verdict`` that reads as a short sentence in the notebook.
+Each ``check_*`` is a ``Checker``: call it with the learner's function (``check_softmax(my_softmax)``)
+and it runs that function on fixed and random cases against the package's own implementation, and
+returns a ``Verdict`` that reads as a short sentence in the notebook. Its docstring is the exercise's
+contract, so ``help(check_softmax)`` or ``check_softmax?`` says what the function must take and return.
 """
 
 from attnbook.exercises._harness import Verdict

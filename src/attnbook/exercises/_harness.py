@@ -71,22 +71,32 @@ class Mistake:
     hint: str
 
 
-@dataclass
+@dataclass(repr=False)
 class Checker:
-    """Checks a learner's function against ``reference`` on ``cases``.
+    """Checks a learner's function against ``reference`` on ``cases``: call it with the function.
 
-    ``name`` is the function's name as the exercise asks for it; ``atol`` and ``rtol`` are the
-    tolerances for real-valued answers (integer and boolean answers must match exactly);
-    ``mistakes`` are recognised wrong answers with hints; ``time_limit`` bounds each call, in seconds.
+    ``name`` is the function's name as the exercise asks for it; ``doc`` states the exercise's contract
+    (``"Check ``fn(x) -> weights``: ..."``) and becomes the checker's own docstring, so that ``help()``
+    and IPython's ``?`` show it; ``atol`` and ``rtol`` are the tolerances for real-valued answers
+    (integer and boolean answers must match exactly); ``mistakes`` are recognised wrong answers with
+    hints; ``time_limit`` bounds each call, in seconds.
     """
 
     name: str
+    doc: str
     reference: Callable[..., Any]
     cases: Sequence[Case]
     mistakes: Sequence[Mistake] = field(default_factory=tuple)
     atol: float = 1e-8
     rtol: float = 1e-6
     time_limit: float | None = None  # None: TIME_LIMIT
+
+    def __post_init__(self) -> None:
+        self.__doc__ = self.doc  # an instance attribute: help(), inspect.getdoc() and `?` read it
+
+    def __repr__(self) -> str:
+        contract = " ".join(self.doc.replace("``", "").split())  # one line, without the reST markup
+        return f"<checker for {self.name}: {contract}>"
 
     def __call__(self, fn: Any) -> Verdict:
         if not callable(fn):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.data import toy_word_embeddings
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import analogy, cosine_similarity, pairwise_cosine_similarity
 
 
@@ -36,8 +36,9 @@ def _squared_norms(u: np.ndarray, v: np.ndarray) -> float:
     return float(u @ v / (u @ u * (v @ v)))
 
 
-_check_cosine = Checker(
+check_cosine_similarity = Checker(
     name="cosine_similarity",
+    doc="Check ``fn(u, v) -> float``: the cosine similarity of two 1-D vectors of equal length.",
     reference=lambda u, v: float(cosine_similarity(u, v)),
     cases=_vector_cases(),
     mistakes=(
@@ -46,11 +47,6 @@ _check_cosine = Checker(
         Mistake(_squared_norms, "the length is the square root of u @ u, not u @ u itself."),
     ),
 )
-
-
-def check_cosine_similarity(fn) -> Verdict:
-    """Check ``fn(u, v) -> float``: the cosine similarity of two 1-D vectors of equal length."""
-    return _check_cosine(fn)
 
 
 def _matrix_cases() -> list[Case]:
@@ -76,8 +72,9 @@ def _columns_normalised(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return (X / np.linalg.norm(X, axis=0)) @ (Y / np.linalg.norm(Y, axis=0)).T
 
 
-_check_pairwise = Checker(
+check_pairwise_cosine_similarity = Checker(
     name="pairwise_cosine_similarity",
+    doc="Check ``fn(X, Y) -> S``: ``S[i, j]`` is the cosine of row ``i`` of X and row ``j`` of Y.",
     reference=pairwise_cosine_similarity,
     cases=_matrix_cases(),
     mistakes=(
@@ -89,11 +86,6 @@ _check_pairwise = Checker(
         ),
     ),
 )
-
-
-def check_pairwise_cosine_similarity(fn) -> Verdict:
-    """Check ``fn(X, Y) -> S``: ``S[i, j]`` is the cosine of row ``i`` of X and row ``j`` of Y."""
-    return _check_pairwise(fn)
 
 
 def _analogy_cases() -> list[Case]:
@@ -122,8 +114,9 @@ def _wrong_direction(a, b, c, E, words) -> str:
     return analogy(b, a, c, E, words)
 
 
-_check_analogy = Checker(
+check_analogy = Checker(
     name="analogy",
+    doc='Check ``fn(a, b, c, E, words) -> str``: "a is to b as c is to ?" by vector arithmetic.',
     reference=analogy,
     cases=_analogy_cases(),
     mistakes=(
@@ -131,8 +124,3 @@ _check_analogy = Checker(
         Mistake(_wrong_direction, "the target is E[b] - E[a] + E[c]: start from b, remove a, add c."),
     ),
 )
-
-
-def check_analogy(fn) -> Verdict:
-    """Check ``fn(a, b, c, E, words) -> str``: "a is to b as c is to ?" by vector arithmetic."""
-    return _check_analogy(fn)

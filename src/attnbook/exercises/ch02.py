@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import softmax
 
 
@@ -43,8 +43,9 @@ def _divide_by_sum(x: np.ndarray) -> np.ndarray:
     return x / x.sum()
 
 
-_check_softmax = Checker(
+check_softmax = Checker(
     name="softmax",
+    doc="Check ``fn(x) -> weights``: a softmax of a 1-D array that never overflows.",
     reference=softmax,
     cases=_score_cases(),
     mistakes=(
@@ -55,11 +56,6 @@ _check_softmax = Checker(
         Mistake(_divide_by_sum, "dividing scores by their sum is not the softmax; exponentiate first."),
     ),
 )
-
-
-def check_softmax(fn) -> Verdict:
-    """Check ``fn(x) -> weights``: a softmax of a 1-D array that never overflows."""
-    return _check_softmax(fn)
 
 
 def _logsumexp(x: np.ndarray) -> float:
@@ -80,8 +76,9 @@ def _forgot_max(x: np.ndarray) -> float:
     return float(np.log(np.sum(np.exp(x - np.max(x)))))
 
 
-_check_logsumexp = Checker(
+check_logsumexp = Checker(
     name="logsumexp",
+    doc="Check ``fn(x) -> float``: ``log(sum(exp(x)))`` of a 1-D array, without overflow.",
     reference=_logsumexp,
     cases=_score_cases(),
     mistakes=(
@@ -90,8 +87,3 @@ _check_logsumexp = Checker(
         Mistake(_forgot_max, "after subtracting m inside, add m back outside the logarithm."),
     ),
 )
-
-
-def check_logsumexp(fn) -> Verdict:
-    """Check ``fn(x) -> float``: ``log(sum(exp(x)))`` of a 1-D array, without overflow."""
-    return _check_logsumexp(fn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.data import grades_and_salaries
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, soft_lookup, softmax
 
 
@@ -42,8 +42,9 @@ def _wrong_sign(q, keys, values, sharpness) -> float:
     return float(softmax(sharpness * (q - keys) ** 2) @ values)
 
 
-_check_lookup = Checker(
+check_soft_lookup = Checker(
     name="soft_lookup",
+    doc="Check ``fn(q, keys, values, sharpness) -> float``: a soft lookup for one numeric query.",
     reference=_lookup,
     cases=_lookup_cases(),
     mistakes=(
@@ -53,11 +54,6 @@ _check_lookup = Checker(
         Mistake(_wrong_sign, "close keys must score high: the similarity is minus sharpness times (q - k)**2."),
     ),
 )
-
-
-def check_soft_lookup(fn) -> Verdict:
-    """Check ``fn(q, keys, values, sharpness) -> float``: a soft lookup for one numeric query."""
-    return _check_lookup(fn)
 
 
 def _vector_cases() -> list[Case]:
@@ -87,8 +83,9 @@ def _keys_as_values(q, K, V) -> np.ndarray:
     return softmax(K @ q) @ K
 
 
-_check_attend = Checker(
+check_attend = Checker(
     name="attend",
+    doc="Check ``fn(q, K, V) -> (d_v,)``: ``softmax(K q)`` weights applied to the rows of ``V``.",
     reference=_attend,
     cases=_vector_cases(),
     mistakes=(
@@ -96,8 +93,3 @@ _check_attend = Checker(
         Mistake(_keys_as_values, "mix the values V with the weights, not the keys."),
     ),
 )
-
-
-def check_attend(fn) -> Verdict:
-    """Check ``fn(q, K, V) -> (d_v,)``: ``softmax(K q)`` weights applied to the rows of ``V``."""
-    return _check_attend(fn)

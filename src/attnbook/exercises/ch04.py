@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, softmax
 
 
@@ -35,8 +35,9 @@ def _scaled(X: np.ndarray) -> np.ndarray:
     return scaled_dot_product_attention(X, X, X)[0]
 
 
-_check = Checker(
+check_self_attention = Checker(
     name="self_attention",
+    doc="Check ``fn(X) -> Y``: parameter-free self-attention ``softmax(X X^T) X`` for ``X`` of shape (T, d).",
     reference=_reference,
     cases=_cases(),
     mistakes=(
@@ -45,8 +46,3 @@ _check = Checker(
         Mistake(_scaled, "this exercise uses the plain dot product, without dividing by sqrt(d)."),
     ),
 )
-
-
-def check_self_attention(fn) -> Verdict:
-    """Check ``fn(X) -> Y``: parameter-free self-attention ``softmax(X X^T) X`` for ``X`` of shape (T, d)."""
-    return _check(fn)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, single_query_attention, softmax
 
 
@@ -47,8 +47,9 @@ def _wrong_dim(e, Z, W_q, b_q, W_k, b_k, W_v, b_v) -> np.ndarray:
     return softmax(K @ q / math.sqrt(Z.shape[1])) @ V
 
 
-_check_single = Checker(
+check_single_query_attention = Checker(
     name="single_query_attention",
+    doc="Check ``fn(e, Z, W_q, b_q, W_k, b_k, W_v, b_v) -> (d_out,)``: algorithm 3, row convention.",
     reference=_single,
     cases=_single_cases(),
     mistakes=(
@@ -57,11 +58,6 @@ _check_single = Checker(
         Mistake(_wrong_dim, "scale by sqrt(d_attn), the length of q, not by the context's d_z."),
     ),
 )
-
-
-def check_single_query_attention(fn) -> Verdict:
-    """Check ``fn(e, Z, W_q, b_q, W_k, b_k, W_v, b_v) -> (d_out,)``: algorithm 3, row convention."""
-    return _check_single(fn)
 
 
 def _column_cases() -> list[Case]:
@@ -85,8 +81,9 @@ def _row_layout(Q, K, V) -> np.ndarray:
     return scaled_dot_product_attention(Q.T, K.T, V.T)[0]
 
 
-_check_columns = Checker(
+check_attention_columns = Checker(
     name="attention_columns",
+    doc="Check ``fn(Q, K, V) -> (d_v, T_q)``: scaled dot-product attention with one token per column.",
     reference=_columns,
     cases=_column_cases(),
     mistakes=(
@@ -94,8 +91,3 @@ _check_columns = Checker(
         Mistake(_row_layout, "return one column per query, shape (d_v, T_q): that is the column convention."),
     ),
 )
-
-
-def check_attention_columns(fn) -> Verdict:
-    """Check ``fn(Q, K, V) -> (d_v, T_q)``: scaled dot-product attention with one token per column."""
-    return _check_columns(fn)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import softmax, softmax_jacobian
 
 
@@ -35,8 +35,9 @@ def _inner(p: np.ndarray) -> np.ndarray:
     return np.diag(p) - p @ p
 
 
-_check_jacobian = Checker(
+check_softmax_jacobian = Checker(
     name="softmax_jacobian",
+    doc="Check ``fn(p) -> (n, n)``: the Jacobian of the softmax at output ``p``.",
     reference=softmax_jacobian,
     cases=_jacobian_cases(),
     mistakes=(
@@ -45,11 +46,6 @@ _check_jacobian = Checker(
         Mistake(_inner, "p p^T is the outer product np.outer(p, p), a matrix; p @ p is a number."),
     ),
 )
-
-
-def check_softmax_jacobian(fn) -> Verdict:
-    """Check ``fn(p) -> (n, n)``: the Jacobian of the softmax at output ``p``."""
-    return _check_jacobian(fn)
 
 
 def _scale(d: int, a: float) -> float:
@@ -64,8 +60,9 @@ def _std_of_entry(d: int, a: float) -> float:
     return math.sqrt(3.0) / (a * math.sqrt(d))
 
 
-_check_scale = Checker(
+check_unit_variance_scale = Checker(
     name="unit_variance_scale",
+    doc="Check ``fn(d, a) -> float``: the factor that gives ``x . y`` variance 1 for Uniform[-a, a] entries.",
     reference=_scale,
     cases=[Case(f"d={d}, a={a}", (d, a)) for d, a in ((1, 1.0), (64, 1.0), (64, 2.0), (512, 0.5), (3, math.sqrt(3)))],
     mistakes=(
@@ -73,8 +70,3 @@ _check_scale = Checker(
         Mistake(_std_of_entry, "each product x_i y_i has variance (a**2/3)**2, the square of an entry's variance."),
     ),
 )
-
-
-def check_unit_variance_scale(fn) -> Verdict:
-    """Check ``fn(d, a) -> float``: the factor that gives ``x . y`` variance 1 for Uniform[-a, a] entries."""
-    return _check_scale(fn)

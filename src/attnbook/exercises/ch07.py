@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import BilinearScore, LocalScore
 
 
@@ -30,8 +30,9 @@ def _result_transposed(Q, K, W) -> np.ndarray:
     return (Q @ W @ K.T).T
 
 
-_check_bilinear = Checker(
+check_bilinear_score = Checker(
     name="bilinear_score",
+    doc="Check ``fn(Q, K, W) -> (T_q, T_k)``: the multiplicative score ``Q W K^T``.",
     reference=_bilinear,
     cases=_bilinear_cases(),
     mistakes=(
@@ -39,11 +40,6 @@ _check_bilinear = Checker(
         Mistake(_result_transposed, "rows are queries and columns are keys: the result has shape (T_q, T_k)."),
     ),
 )
-
-
-def check_bilinear_score(fn) -> Verdict:
-    """Check ``fn(Q, K, W) -> (T_q, T_k)``: the multiplicative score ``Q W K^T``."""
-    return _check_bilinear(fn)
 
 
 def _local(T: int, window: int) -> np.ndarray:
@@ -60,8 +56,9 @@ def _one_sided(T: int, window: int) -> np.ndarray:
     return (j <= i) & (i - j <= window)
 
 
-_check_local = Checker(
+check_local_mask = Checker(
     name="local_mask",
+    doc="Check ``fn(T, window) -> (T, T)`` booleans: True where ``|i - j| <= window``.",
     reference=_local,
     cases=[Case(f"T={T}, window={w}", (T, w)) for T, w in ((4, 1), (6, 2), (3, 0), (5, 10))],
     mistakes=(
@@ -69,8 +66,3 @@ _check_local = Checker(
         Mistake(_one_sided, "a local window looks both ways, at keys before and after the query."),
     ),
 )
-
-
-def check_local_mask(fn) -> Verdict:
-    """Check ``fn(T, window) -> (T, T)`` booleans: True where ``|i - j| <= window``."""
-    return _check_local(fn)

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
-from attnbook.numpy import scaled_dot_product_attention, softmax
+from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.numpy import causal_mask, scaled_dot_product_attention, softmax
 
 
 def _cases() -> list[Case]:
@@ -20,7 +20,7 @@ def _cases() -> list[Case]:
         X, Z = rng.normal(size=(T_x, d_x)), rng.normal(size=(T_z, d_z))
         W_q, W_k, W_v = rng.normal(size=(d_x, d_attn)), rng.normal(size=(d_z, d_attn)), rng.normal(size=(d_z, d_out))
         if kind == "causal":
-            mask = np.tril(np.ones((T_x, T_z), dtype=bool))
+            mask = causal_mask(T_x, T_z)
         else:
             mask = rng.random((T_x, T_z)) > 0.4
             mask[:, 0] = True
@@ -54,8 +54,9 @@ def _big_negative(X, Z, W_q, W_k, W_v, mask) -> np.ndarray:
     return softmax(np.where(mask, S, -1e9), axis=1) @ V
 
 
-_check = Checker(
+check_masked_attention = Checker(
     name="masked_attention",
+    doc="Check ``fn(X, Z, W_q, W_k, W_v, mask) -> (T_x, d_out)``: masked scaled dot-product attention.",
     reference=_reference,
     cases=_cases(),
     mistakes=(
@@ -65,8 +66,3 @@ _check = Checker(
                 "with -1e9 spreads its weight evenly over the forbidden keys."),
     ),
 )
-
-
-def check_masked_attention(fn) -> Verdict:
-    """Check ``fn(X, Z, W_q, W_k, W_v, mask) -> (T_x, d_out)``: masked scaled dot-product attention."""
-    return _check(fn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import MultiHeadParams, split_heads
 
 
@@ -31,8 +31,9 @@ def _interleaved(X, h):
     return X.reshape(T, d // h, h).transpose(2, 0, 1)
 
 
-_check_split = Checker(
+check_split_heads = Checker(
     name="split_heads",
+    doc="Check ``fn(X, h) -> (h, T, d_head)``: the columns of ``X (T, d_model)`` cut into ``h`` heads.",
     reference=split_heads,
     cases=_split_cases(),
     mistakes=(
@@ -42,11 +43,6 @@ _check_split = Checker(
         Mistake(_interleaved, "head i takes the contiguous columns i*d_head to (i+1)*d_head, not every h-th column."),
     ),
 )
-
-
-def check_split_heads(fn) -> Verdict:
-    """Check ``fn(X, h) -> (h, T, d_head)``: the columns of ``X (T, d_model)`` cut into ``h`` heads."""
-    return _check_split(fn)
 
 
 def _count(d_model: int, d_kv: int) -> int:
@@ -61,8 +57,9 @@ def _no_output(d_model: int, d_kv: int) -> int:
     return (d_model + 2 * d_kv) * d_model + 3 * d_model
 
 
-_check_count = Checker(
+check_mha_parameters = Checker(
     name="mha_parameters",
+    doc="Check ``fn(d_model, d_kv) -> int``: the parameters of multi-head attention, biases included.",
     reference=_count,
     cases=[Case(f"d_model={d}, d_kv={k}", (d, k)) for d, k in ((8, 8), (512, 512), (64, 32), (6, 10))],
     mistakes=(
@@ -70,8 +67,3 @@ _check_count = Checker(
         Mistake(_no_output, "the output projection W_o (d_model x d_model) and its bias count as well."),
     ),
 )
-
-
-def check_mha_parameters(fn) -> Verdict:
-    """Check ``fn(d_model, d_kv) -> int``: the parameters of multi-head attention, biases included."""
-    return _check_count(fn)

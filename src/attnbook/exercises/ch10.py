@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import conv1d_as_attention, offset_attention_weights
 
 
@@ -28,8 +28,9 @@ def _valid(x, w) -> np.ndarray:
     return np.correlate(x, w, mode="valid")
 
 
-_check_conv = Checker(
+check_conv1d_same = Checker(
     name="conv1d_same",
+    doc="Check ``fn(x, w) -> (T,)``: cross-correlation of ``x (T,)`` with an odd kernel ``w (k,)``, zero padded.",
     reference=_conv_same,
     cases=_signal_cases(),
     mistakes=(
@@ -38,11 +39,6 @@ _check_conv = Checker(
         Mistake(_valid, "pad with k // 2 zeros on each side so the output keeps the input's length."),
     ),
 )
-
-
-def check_conv1d_same(fn) -> Verdict:
-    """Check ``fn(x, w) -> (T,)``: cross-correlation of ``x (T,)`` with an odd kernel ``w (k,)``, zero padded."""
-    return _check_conv(fn)
 
 
 def _offset(T: int, offset: int) -> np.ndarray:
@@ -57,8 +53,9 @@ def _wrapped(T: int, offset: int) -> np.ndarray:
     return np.roll(np.eye(T), offset, axis=1)
 
 
-_check_offset = Checker(
+check_offset_weights = Checker(
     name="offset_weights",
+    doc="Check ``fn(T, offset) -> (T, T)``: one-hot attention of query ``i`` to key ``i + offset``.",
     reference=_offset,
     cases=[Case(f"T={T}, offset={o}", (T, o)) for T, o in ((4, 1), (5, -1), (3, 0), (6, 2), (3, 5))],
     mistakes=(
@@ -67,8 +64,3 @@ _check_offset = Checker(
                 "of zeros."),
     ),
 )
-
-
-def check_offset_weights(fn) -> Verdict:
-    """Check ``fn(T, offset) -> (T, T)``: one-hot attention of query ``i`` to key ``i + offset``."""
-    return _check_offset(fn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import relative_position_map, sinusoidal_encoding
 
 
@@ -22,8 +22,9 @@ def _column_exponent(T: int, d_model: int) -> np.ndarray:
     return np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
 
 
-_check_pe = Checker(
+check_sinusoidal_encoding = Checker(
     name="sinusoidal_encoding",
+    doc="Check ``fn(T, d_model) -> (T, d_model)``: the sinusoidal encoding, positions from 0.",
     reference=sinusoidal_encoding,
     cases=[Case(f"T={T}, d_model={d}", (T, d)) for T, d in ((4, 4), (3, 2), (10, 8), (50, 16))],
     mistakes=(
@@ -33,11 +34,6 @@ _check_pe = Checker(
                 "and 2i+1."),
     ),
 )
-
-
-def check_sinusoidal_encoding(fn) -> Verdict:
-    """Check ``fn(T, d_model) -> (T, d_model)``: the sinusoidal encoding, positions from 0."""
-    return _check_pe(fn)
 
 
 def _transposed(k: int, d_model: int) -> np.ndarray:
@@ -50,8 +46,9 @@ def _first_pair_only(k: int, d_model: int) -> np.ndarray:
     return M
 
 
-_check_shift = Checker(
+check_shift_matrix = Checker(
     name="shift_matrix",
+    doc="Check ``fn(k, d_model) -> (d_model, d_model)``: ``M`` with ``PE[pos + k] = PE[pos] @ M``.",
     reference=relative_position_map,
     cases=[Case(f"k={k}, d_model={d}", (k, d)) for k, d in ((1, 2), (3, 4), (-2, 4), (10, 8))],
     mistakes=(
@@ -60,8 +57,3 @@ _check_shift = Checker(
         Mistake(_first_pair_only, "every frequency needs its own 2 x 2 rotation, by the angle k * omega_i."),
     ),
 )
-
-
-def check_shift_matrix(fn) -> Verdict:
-    """Check ``fn(k, d_model) -> (d_model, d_model)``: ``M`` with ``PE[pos + k] = PE[pos] @ M``."""
-    return _check_shift(fn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.torch import scaled_dot_product_attention
 
 
@@ -33,8 +33,9 @@ def _ce_grad_sign(logits, target):
     return -_ce_grad(logits, target)
 
 
-_check_ce = Checker(
+check_cross_entropy_grad = Checker(
     name="cross_entropy_grad",
+    doc="Check ``fn(logits, target) -> (B, V)``: the gradient of the mean cross-entropy loss, by hand.",
     reference=_ce_grad,
     cases=_ce_cases(),
     mistakes=(
@@ -43,11 +44,6 @@ _check_ce = Checker(
                 "not the reverse."),
     ),
 )
-
-
-def check_cross_entropy_grad(fn) -> Verdict:
-    """Check ``fn(logits, target) -> (B, V)``: the gradient of the mean cross-entropy loss, by hand."""
-    return _check_ce(fn)
 
 
 def _attn_cases() -> list[Case]:
@@ -73,8 +69,9 @@ def _attn_unscaled(Q, K, V):
     return torch.softmax(Q @ K.mT, dim=-1) @ V
 
 
-_check_attn = Checker(
+check_torch_attention = Checker(
     name="torch_attention",
+    doc="Check ``fn(Q, K, V) -> (..., T_q, d_v)``: scaled dot-product attention on torch tensors.",
     reference=_attn,
     cases=_attn_cases(),
     mistakes=(
@@ -82,8 +79,3 @@ _check_attn = Checker(
         Mistake(_attn_unscaled, "divide the scores by sqrt(d_k) before the softmax."),
     ),
 )
-
-
-def check_torch_attention(fn) -> Verdict:
-    """Check ``fn(Q, K, V) -> (..., T_q, d_v)``: scaled dot-product attention on torch tensors."""
-    return _check_attn(fn)

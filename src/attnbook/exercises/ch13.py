@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.torch import EncoderBlock, layer_norm
 
 
@@ -36,8 +36,9 @@ def _no_affine(x, gamma, beta, eps):
     return layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta), eps)
 
 
-_check_ln = Checker(
+check_layer_norm = Checker(
     name="layer_norm",
+    doc="Check ``fn(x, gamma, beta, eps) -> x.shape``: layer normalisation over the last axis.",
     reference=layer_norm,
     cases=_ln_cases(),
     mistakes=(
@@ -46,11 +47,6 @@ _check_ln = Checker(
         Mistake(_no_affine, "after normalising, scale by gamma and shift by beta."),
     ),
 )
-
-
-def check_layer_norm(fn) -> Verdict:
-    """Check ``fn(x, gamma, beta, eps) -> x.shape``: layer normalisation over the last axis."""
-    return _check_ln(fn)
 
 
 def _block_params(d_model: int, d_ff: int) -> int:
@@ -65,8 +61,9 @@ def _no_ffn_bias(d_model: int, d_ff: int) -> int:
     return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_ff + 4 * d_model
 
 
-_check_params = Checker(
+check_encoder_block_parameters = Checker(
     name="encoder_block_parameters",
+    doc="Check ``fn(d_model, d_ff) -> int``: the parameters of one encoder block.",
     reference=_block_params,
     cases=[Case(f"d_model={d}, d_ff={f}", (d, f)) for d, f in ((8, 32), (512, 2048), (64, 100))],
     mistakes=(
@@ -74,8 +71,3 @@ _check_params = Checker(
         Mistake(_no_ffn_bias, "the feed-forward layers have biases too: d_ff for the first, d_model for the second."),
     ),
 )
-
-
-def check_encoder_block_parameters(fn) -> Verdict:
-    """Check ``fn(d_model, d_ff) -> int``: the parameters of one encoder block."""
-    return _check_params(fn)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.torch import causal_mask, combine_masks, padding_mask
+from attnbook.training.seq2seq import shift_right
 
 
 def _shift_cases() -> list[Case]:
@@ -15,10 +17,6 @@ def _shift_cases() -> list[Case]:
     ]
 
 
-def _shift_right(tgt, bos_id):
-    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], dim=1)
-
-
 def _prepend(tgt, bos_id):
     return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], dim=1)
 
@@ -27,9 +25,10 @@ def _shift_left(tgt, bos_id):
     return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], dim=1)
 
 
-_check_shift = Checker(
+check_shift_right = Checker(
     name="shift_right",
-    reference=_shift_right,
+    doc="Check ``fn(tgt, bos_id) -> (B, T)``: the decoder input for teacher forcing.",
+    reference=shift_right,
     cases=_shift_cases(),
     mistakes=(
         Mistake(_prepend, "keep the length T: prepend bos_id and drop the last token."),
@@ -38,27 +37,21 @@ _check_shift = Checker(
 )
 
 
-def check_shift_right(fn) -> Verdict:
-    """Check ``fn(tgt, bos_id) -> (B, T)``: the decoder input for teacher forcing."""
-    return _check_shift(fn)
-
-
 def _mask(lengths, T):
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    keys = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
-    return causal[None] & keys[:, None, :]
+    return combine_masks(causal_mask(T), padding_mask(lengths, T))  # (T, T) & (B, 1, T) -> (B, T, T)
 
 
 def _causal_only(lengths, T):
-    return torch.ones(T, T, dtype=torch.bool).tril().expand(len(lengths), T, T)
+    return causal_mask(T).expand(len(lengths), T, T)
 
 
 def _upper(lengths, T):
-    return torch.ones(T, T, dtype=torch.bool).triu()[None] & (torch.arange(T)[None, :] < lengths[:, None])[:, None, :]
+    return combine_masks(causal_mask(T).T, padding_mask(lengths, T))
 
 
-_check_mask = Checker(
+check_decoder_self_mask = Checker(
     name="decoder_self_mask",
+    doc="Check ``fn(lengths, T) -> (B, T, T)`` booleans: causal and padding masks combined.",
     reference=_mask,
     cases=[Case(f"lengths={ls}, T={T}", (torch.tensor(ls), T)) for ls, T in (([3], 3), ([4, 2], 4), ([1, 5, 3], 5))],
     mistakes=(
@@ -66,8 +59,3 @@ _check_mask = Checker(
         Mistake(_upper, "query i may see keys j <= i: the lower triangle (tril), not the upper."),
     ),
 )
-
-
-def check_decoder_self_mask(fn) -> Verdict:
-    """Check ``fn(lengths, T) -> (B, T, T)`` booleans: causal and padding masks combined."""
-    return _check_mask(fn)

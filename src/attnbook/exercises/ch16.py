@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.training.schedule import lr_at
 
 
@@ -21,8 +21,9 @@ def _unsmoothed(target, V, eps):
     return torch.nn.functional.one_hot(target, V).float()
 
 
-_check_smooth = Checker(
+check_smoothed_targets = Checker(
     name="smoothed_targets",
+    doc="Check ``fn(target, V, eps) -> (B, V)``: the label-smoothed target distributions.",
     reference=_smoothed,
     cases=[Case(f"target={t}, V={V}, eps={e}", (torch.tensor(t), V, e))
            for t, V, e in (([1], 4, 0.1), ([0, 3, 2], 5, 0.2), ([2], 3, 0.0))],
@@ -32,11 +33,6 @@ _check_smooth = Checker(
         Mistake(_unsmoothed, "that is the plain one-hot target; move eps of its mass to the uniform distribution."),
     ),
 )
-
-
-def check_smoothed_targets(fn) -> Verdict:
-    """Check ``fn(target, V, eps) -> (B, V)``: the label-smoothed target distributions."""
-    return _check_smooth(fn)
 
 
 def _schedule(step, peak, warmup, total):
@@ -51,8 +47,9 @@ def _no_warmup(step, peak, warmup, total):
     return lr_at(step, peak, 0, total, 0.0, "cosine") if total > 1 else peak
 
 
-_check_schedule = Checker(
+check_warmup_cosine = Checker(
     name="warmup_cosine",
+    doc="Check ``fn(step, peak, warmup, total) -> float``: linear warm-up, then cosine decay to 0.",
     reference=_schedule,
     cases=[Case(f"step={s}, peak=1e-3, warmup=100, total=1000", (s, 1e-3, 100, 1000))
            for s in (0, 49, 99, 100, 550, 999)],
@@ -62,8 +59,3 @@ _check_schedule = Checker(
     ),
     atol=1e-12,
 )
-
-
-def check_warmup_cosine(fn) -> Verdict:
-    """Check ``fn(step, peak, warmup, total) -> float``: linear warm-up, then cosine decay to 0."""
-    return _check_schedule(fn)

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
+
+
+def _bigram_counts(train_ids, V, start: float) -> torch.Tensor:
+    """``(V, V)``: how often each pair (previous, next) occurs in ``train_ids``, every count from ``start``."""
+    counts = torch.full((V, V), start, dtype=torch.float64)
+    counts.index_put_((train_ids[:-1], train_ids[1:]), torch.ones(len(train_ids) - 1, dtype=torch.float64),
+                      accumulate=True)
+    return counts
 
 
 def _bigram_loss(train_ids, val_ids, V):
-    counts = torch.ones(V, V, dtype=torch.float64)  # add-one: every pair has been 'seen' once
-    counts.index_put_((train_ids[:-1], train_ids[1:]), torch.ones(len(train_ids) - 1, dtype=torch.float64),
-                      accumulate=True)
+    counts = _bigram_counts(train_ids, V, start=1.0)  # add-one: every pair has been 'seen' once
     log_p = (counts / counts.sum(dim=1, keepdim=True)).log()
     return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
 
 
 def _unsmoothed(train_ids, val_ids, V):
-    counts = torch.zeros(V, V, dtype=torch.float64)
-    counts.index_put_((train_ids[:-1], train_ids[1:]), torch.ones(len(train_ids) - 1, dtype=torch.float64),
-                      accumulate=True)
+    counts = _bigram_counts(train_ids, V, start=0.0)
     log_p = (counts / counts.sum(dim=1, keepdim=True).clamp_min(1)).log()
     return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
 
@@ -43,8 +47,9 @@ def _bigram_cases() -> list[Case]:
     return cases
 
 
-_check_bigram = Checker(
+check_bigram_loss = Checker(
     name="bigram_loss",
+    doc="Check ``fn(train_ids, val_ids, V) -> float``: add-one bigram cross-entropy on the validation ids.",
     reference=_bigram_loss,
     cases=_bigram_cases(),
     mistakes=(
@@ -56,11 +61,6 @@ _check_bigram = Checker(
     ),
     atol=1e-9,
 )
-
-
-def check_bigram_loss(fn) -> Verdict:
-    """Check ``fn(train_ids, val_ids, V) -> float``: add-one bigram cross-entropy on the validation ids."""
-    return _check_bigram(fn)
 
 
 def _scores(prompt_len, new_tokens, use_cache):
@@ -84,8 +84,9 @@ def _one_forward_too_many(prompt_len, new_tokens, use_cache):
     return p * (p + 1) // 2 + sum(p + s for s in range(1, n + 1))
 
 
-_check_scores = Checker(
+check_attention_scores = Checker(
     name="attention_scores",
+    doc="Check ``fn(prompt_len, new_tokens, use_cache) -> int``: query-key pairs scored during generation.",
     reference=_scores,
     cases=[Case(f"prompt_len={p}, new_tokens={n}, use_cache={c}", (p, n, c))
            for p, n in ((1, 1), (3, 4), (64, 256)) for c in (False, True)],
@@ -96,10 +97,3 @@ _check_scores = Checker(
                 "back in."),
     ),
 )
-
-
-def check_attention_scores(fn) -> Verdict:
-    """Check ``fn(prompt_len, new_tokens, use_cache) -> int``: query-key pairs scored during generation."""
-    return _check_scores(fn)
-
-

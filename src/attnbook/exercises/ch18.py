@@ -6,13 +6,14 @@ import math
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.torch import causal_mask
 from attnbook.torch.inspect import attention_entropy, offset_score
 
 
 def _causal_weights(h: int, T: int, g: torch.Generator) -> torch.Tensor:
     scores = torch.randn(h, T, T, generator=g, dtype=torch.float64) * 2
-    scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    scores = scores.masked_fill(~causal_mask(T), float("-inf"))
     return scores.softmax(dim=-1)  # (h, T, T), rows sum to 1, zero above the diagonal
 
 
@@ -37,8 +38,9 @@ def _over_all_queries(weights):
     return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).sum(dim=-1) / weights.shape[-1]
 
 
-_check_previous = Checker(
+check_previous_token_score = Checker(
     name="previous_token_score",
+    doc="Check ``fn(weights) -> (h,)``: the mean weight each head puts on the previous token.",
     reference=_previous,
     cases=_weight_cases(),
     mistakes=(
@@ -47,11 +49,6 @@ _check_previous = Checker(
         Mistake(_over_all_queries, "query 0 has no previous token: average over the T - 1 queries that have one."),
     ),
 )
-
-
-def check_previous_token_score(fn) -> Verdict:
-    """Check ``fn(weights) -> (h,)``: the mean weight each head puts on the previous token."""
-    return _check_previous(fn)
 
 
 def _bits(weights):
@@ -67,8 +64,9 @@ def _of_the_mean(weights):
     return -(p * p.clamp_min(1e-30).log()).sum(dim=-1)
 
 
-_check_entropy = Checker(
+check_attention_entropy = Checker(
     name="attention_entropy",
+    doc="Check ``fn(weights) -> (h,)``: each head's mean entropy of its attention distributions, in nats.",
     reference=attention_entropy,
     cases=_weight_cases(),
     mistakes=(
@@ -79,8 +77,3 @@ _check_entropy = Checker(
     ),
     atol=1e-9,
 )
-
-
-def check_attention_entropy(fn) -> Verdict:
-    """Check ``fn(weights) -> (h,)``: each head's mean entropy of its attention distributions, in nats."""
-    return _check_entropy(fn)

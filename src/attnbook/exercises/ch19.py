@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.numpy import causal_mask
 from attnbook.numpy.backprop import attention_backward, attention_forward, layer_norm_backward, layer_norm_forward
 
 
@@ -42,8 +43,9 @@ def _ln_cases() -> list[Case]:
     return cases
 
 
-_check_ln = Checker(
+check_layer_norm_backward = Checker(
     name="layer_norm_backward",
+    doc="Check ``fn(dy, x, gamma, eps) -> dx``: the backward pass of layer norm (without beta) over the last axis.",
     reference=_ln_backward,
     cases=_ln_cases(),
     mistakes=(
@@ -55,11 +57,6 @@ _check_ln = Checker(
     ),
     atol=1e-9,
 )
-
-
-def check_layer_norm_backward(fn) -> Verdict:
-    """Check ``fn(dy, x, gamma, eps) -> dx``: the backward pass of layer norm (without beta) over the last axis."""
-    return _check_ln(fn)
 
 
 def _attn_backward(dO, Q, K, V, mask):
@@ -93,7 +90,7 @@ def _attn_cases() -> list[Case]:
         Q, K, V, dO = (rng.normal(size=(*B, T, d)) for _ in range(4))
         mask = None
         if masked is True:
-            mask = np.tril(np.ones((T, T), dtype=bool))
+            mask = causal_mask(T)
         elif masked == "random":
             mask = rng.random((*B, T, T)) > 0.4
             mask[..., 0] = True
@@ -102,8 +99,9 @@ def _attn_cases() -> list[Case]:
     return cases
 
 
-_check_attn = Checker(
+check_attention_backward = Checker(
     name="attention_backward",
+    doc="Check ``fn(dO, Q, K, V, mask) -> np.stack((dQ, dK, dV))`` (``T_q = T_k``): attention's backward pass.",
     reference=_attn_backward,
     cases=_attn_cases(),
     mistakes=(
@@ -114,8 +112,3 @@ _check_attn = Checker(
     ),
     atol=1e-9,
 )
-
-
-def check_attention_backward(fn) -> Verdict:
-    """Check ``fn(dO, Q, K, V, mask) -> np.stack((dQ, dK, dV))`` (``T_q = T_k``): attention's backward pass."""
-    return _check_attn(fn)

@@ -6,13 +6,9 @@ import math
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
-from attnbook.numpy.attention import scaled_dot_product_attention
-from attnbook.numpy.softmax import softmax
-
-
-def _kv_bytes(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
-    return 2 * n_layers * n_kv_heads * d_head * n_tokens * bytes_per_value
+from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.numpy import online_softmax, scaled_dot_product_attention
+from attnbook.torch import kv_cache_bytes
 
 
 def _kv_keys_only(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
@@ -24,12 +20,13 @@ def _kv_one_layer(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
 
 
 def _kv_bits(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
-    return 8 * _kv_bytes(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value)
+    return 8 * kv_cache_bytes(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value)
 
 
-_check_kv = Checker(
+check_kv_cache_bytes = Checker(
     name="kv_cache_bytes",
-    reference=_kv_bytes,
+    doc="Check ``fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value) -> int``: bytes of a KV cache.",
+    reference=kv_cache_bytes,
     cases=[Case(f"n_layers={a}, n_kv_heads={b}, d_head={c}, n_tokens={t}, bytes_per_value={s}", (a, b, c, t, s))
            for a, b, c, t, s in ((1, 1, 1, 1, 4), (12, 12, 64, 1, 2), (4, 2, 32, 100, 4), (80, 8, 128, 4096, 2))],
     mistakes=(
@@ -38,20 +35,6 @@ _check_kv = Checker(
         Mistake(_kv_bits, "count bytes, not bits: bytes_per_value is already in bytes."),
     ),
 )
-
-
-def check_kv_cache_bytes(fn) -> Verdict:
-    """Check ``fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value) -> int``: bytes of a KV cache."""
-    return _check_kv(fn)
-
-
-def _online_softmax(x):
-    m, ell = -math.inf, 0.0
-    for v in x:
-        m_new = max(m, v)
-        ell = ell * math.exp(m - m_new) + math.exp(v - m_new)
-        m = m_new
-    return np.exp(np.asarray(x, dtype=np.float64) - m) / ell
 
 
 def _no_rescale(x):
@@ -77,9 +60,10 @@ def _softmax_cases() -> list[Case]:
     return cases
 
 
-_check_online = Checker(
+check_online_softmax = Checker(
     name="online_softmax",
-    reference=lambda x: softmax(x),
+    doc="Check ``fn(x) -> softmax(x)`` for a 1-D array, computed with a running maximum and sum.",
+    reference=online_softmax,
     cases=_softmax_cases(),
     mistakes=(
         Mistake(_no_rescale, "when the running maximum grows from m to m', the sum so far was measured against m: "
@@ -91,37 +75,31 @@ _check_online = Checker(
 )
 
 
-def check_online_softmax(fn) -> Verdict:
-    """Check ``fn(x) -> softmax(x)`` for a 1-D array, computed with a running maximum and sum."""
-    return _check_online(fn)
-
-
 def _one_query(q, K, V, block_k):
     return scaled_dot_product_attention(q[None, :], K, V)[0][0]
 
 
-def _blocks_no_rescale(q, K, V, block_k):
-    scale = 1.0 / math.sqrt(q.shape[0])
-    m, ell, acc = -np.inf, 0.0, np.zeros(V.shape[1])
-    for k0 in range(0, K.shape[0], block_k):
-        s = K[k0:k0 + block_k] @ q * scale
-        m = max(m, s.max())
-        p = np.exp(s - m)
-        ell, acc = ell + p.sum(), acc + p @ V[k0:k0 + block_k]
-    return acc / ell
-
-
-def _blocks_sum_only(q, K, V, block_k):
+def _blocks_rescaling(q, K, V, block_k, *, rescale_sum: bool, rescale_acc: bool):
+    """Blockwise attention that forgets to rescale the running sum of weights, or of values, or both,
+    when the maximum grows: the wrong answers the two flags pick out."""
     scale = 1.0 / math.sqrt(q.shape[0])
     m, ell, acc = -np.inf, 0.0, np.zeros(V.shape[1])
     for k0 in range(0, K.shape[0], block_k):
         s = K[k0:k0 + block_k] @ q * scale
         m_new = max(m, s.max())
-        p = np.exp(s - m_new)
-        ell = ell * math.exp(m - m_new) + p.sum()
-        acc = acc + p @ V[k0:k0 + block_k]  # the weighted sum is not rescaled
+        p, r = np.exp(s - m_new), math.exp(m - m_new)
+        ell = (ell * r if rescale_sum else ell) + p.sum()
+        acc = (acc * r if rescale_acc else acc) + p @ V[k0:k0 + block_k]
         m = m_new
     return acc / ell
+
+
+def _blocks_no_rescale(q, K, V, block_k):
+    return _blocks_rescaling(q, K, V, block_k, rescale_sum=False, rescale_acc=False)
+
+
+def _blocks_sum_only(q, K, V, block_k):
+    return _blocks_rescaling(q, K, V, block_k, rescale_sum=True, rescale_acc=False)
 
 
 def _no_scale(q, K, V, block_k):
@@ -139,8 +117,9 @@ def _query_cases() -> list[Case]:
     return cases
 
 
-_check_query = Checker(
+check_blockwise_attention = Checker(
     name="blockwise_attention",
+    doc="Check ``fn(q, K, V, block_k) -> (d_v,)``: one query's attention, keys read in blocks, online softmax.",
     reference=_one_query,
     cases=_query_cases(),
     mistakes=(
@@ -151,8 +130,3 @@ _check_query = Checker(
     ),
     atol=1e-10,
 )
-
-
-def check_blockwise_attention(fn) -> Verdict:
-    """Check ``fn(q, K, V, block_k) -> (d_v,)``: one query's attention, keys read in blocks, online softmax."""
-    return _check_query(fn)
