@@ -34,6 +34,7 @@ from attnbook.torch.transformer import (
     EncoderDecoderTransformer,
     EncoderOnlyTransformer,
     GPTConfig,
+    GPTShape,
     TransformerConfig,
 )
 
@@ -87,4 +88,5 @@ __all__ = [
     "padding_mask",
     "top_k_filter",
     "EncoderConfig",
+    "GPTShape",
 ]

@@ -183,11 +183,11 @@ class EncoderOnlyTransformer(nn.Module):
         return self.unembed(self.head(h))
 
 
-@dataclass
-class GPTConfig:
-    """Sizes of a decoder-only model in the GPT-2 layout. ``d_ff`` defaults to ``4 d_model``."""
+@dataclass(kw_only=True)
+class GPTShape:
+    """What fixes a GPT's architecture, less its vocabulary: the fields ``GPTConfig`` and a training run's
+    ``GPTRunConfig`` share (defined once, here). ``d_ff`` ``None`` means ``4 d_model``."""
 
-    vocab_size: int
     block_size: int = 64
     n_layers: int = 4
     n_heads: int = 4
@@ -200,8 +200,20 @@ class GPTConfig:
     n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
 
     def __post_init__(self) -> None:
-        _check_at_least_one(self, "vocab_size", "block_size", "n_layers", "n_heads", "d_model", "d_ff")
+        _check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
         check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+
+
+@dataclass(kw_only=True)
+class GPTConfig(GPTShape):
+    """Sizes of a decoder-only model in the GPT-2 layout: ``GPTShape`` and the vocabulary size, all given
+    by name (``GPTConfig(vocab_size=65, d_model=64)``). ``d_ff`` defaults to ``4 d_model``."""
+
+    vocab_size: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_at_least_one(self, "vocab_size")
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
 
 

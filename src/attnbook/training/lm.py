@@ -12,7 +12,7 @@ import json
 import math
 import os
 import time
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from attnbook._files import atomic_write
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows, sequential_windows, split
 from attnbook.torch.feedforward import ACTIVATIONS
-from attnbook.torch.transformer import GPT, GPTConfig
+from attnbook.torch.transformer import GPT, GPTConfig, GPTShape
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.distributed import init_distributed, mean_over_processes, shutdown
@@ -33,33 +33,22 @@ from attnbook.training.trainer import make_optimizer, optimizer_step
 
 # Fields that fix the model (its shape and what it computes) and the data it is fed: a checkpoint resumes
 # only into the same ones. The others (steps, the schedule, evaluation, device) may change on resume.
-# The model's fields are GPTConfig's (less the vocabulary, which the text fixes), read from it.
-MODEL_FIELDS = tuple(f.name for f in fields(GPTConfig) if f.name != "vocab_size")
+# The model's fields are GPTShape's: GPTConfig's less the vocabulary, which the text fixes.
+MODEL_FIELDS = tuple(f.name for f in fields(GPTShape))
 DATA_FIELDS = ("batch_size", "seed")
 # What a checkpoint written by train_gpt holds.
 CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "chars", "log", "train_seconds")
 
 
 @dataclass
-class GPTRunConfig:
-    """A training run: the model's size, the optimisation, evaluation and bookkeeping.
+class GPTRunConfig(GPTShape):
+    """A training run: the model's size (the fields of ``GPTShape``), the optimisation, evaluation and
+    bookkeeping.
 
     ``batch_size`` is the global batch: with torchrun each of N processes takes ``batch_size / N`` of
     the same windows, so a run gives the same result on one process or several.
     """
 
-    # The model: GPTConfig's fields with GPTConfig's defaults (a test and the check below keep them so).
-    block_size: int = 64
-    n_layers: int = 4
-    n_heads: int = 4
-    d_model: int = 128
-    d_ff: int | None = None
-    dropout: float = 0.0
-    activation: str = "gelu_tanh"
-    eps: float = 1e-5
-    bias: bool = True
-    n_kv_heads: int | None = None
-    # The optimisation, evaluation and bookkeeping.
     steps: int = 2000
     batch_size: int = 12
     lr: float = 1e-3
@@ -81,7 +70,7 @@ class GPTRunConfig:
         def bad(name: str, expected: str) -> ValueError:
             return ValueError(f"{name} must be {expected}; got {getattr(self, name)!r}")
 
-        self.model_config(1)  # the model's fields are checked where they are defined, in GPTConfig
+        super().__post_init__()  # the model's fields are checked where they are defined, in GPTShape
         for name in ("steps", "batch_size", "eval_batches"):
             if getattr(self, name) < 1:
                 raise bad(name, "at least 1")
@@ -110,16 +99,6 @@ class GPTRunConfig:
         """The ``GPTConfig`` of this run's model, for a vocabulary of ``vocab_size`` tokens."""
         return GPTConfig(vocab_size=vocab_size, **{name: getattr(self, name) for name in MODEL_FIELDS})
 
-
-def _check_model_fields() -> None:
-    """A field added to GPTConfig must be added here too, with the same default: fail at import otherwise."""
-    run_defaults = {f.name: f.default for f in fields(GPTRunConfig)}
-    for f in fields(GPTConfig):
-        if f.name != "vocab_size" and run_defaults.get(f.name, MISSING) != f.default:
-            raise TypeError(f"GPTRunConfig must have GPTConfig's field {f.name!r} with its default {f.default!r}")
-
-
-_check_model_fields()
 
 # The recipes train with the exact GELU, as nanoGPT's do (GPT-2 itself uses the tanh approximation).
 PRESETS: dict[str, GPTRunConfig] = {
