@@ -83,7 +83,7 @@ def test_gqa_module_matches_functional_form():
     torch.manual_seed(1)
     gqa = at.GroupedQueryAttention(24, 6, 2).double()
     x = torch.randn(2, 7, 24, dtype=torch.float64)
-    mask = torch.ones(7, 7, dtype=torch.bool).tril()
+    mask = at.causal_mask(7)
     want = at.grouped_query_attention(x, x, gqa, 6, 2, mask)
     torch.testing.assert_close(gqa(x, causal=True)[0], want[0])
     torch.testing.assert_close(gqa(x, causal=True, need_weights=True)[1], want[1])

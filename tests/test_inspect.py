@@ -11,7 +11,7 @@ import attnbook.torch as at
 def causal_weights(h: int, T: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     scores = torch.randn(2, h, T, T, generator=g, dtype=torch.float64)
-    scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    scores = scores.masked_fill(~at.causal_mask(T), float("-inf"))
     return scores.softmax(dim=-1)  # (B, h, T, T)
 
 

@@ -87,7 +87,7 @@ def test_mha_matches_torch_multihead_attention(kdim):
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(w, ref_w)
     if kdim is None:  # causal self-attention, through the fused path and the explicit one
-        causal = torch.ones(5, 5, dtype=torch.bool).tril()
+        causal = at.causal_mask(5)
         ref_c, _ = theirs(X_q, X_q, X_q, attn_mask=~causal)
         torch.testing.assert_close(ours(X_q, causal=True)[0], ref_c)
         torch.testing.assert_close(ours(X_q, causal=True, need_weights=True)[0], ref_c)
@@ -114,7 +114,7 @@ def test_encoder_block_matches_torch(norm_first, activation):
     x = t(rng.normal(size=(2, 5, 8)))
     pad = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     torch.testing.assert_close(ours(x, pad[:, None, :]), theirs(x, src_key_padding_mask=~pad))
-    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    causal = at.causal_mask(5)
     torch.testing.assert_close(ours(x, causal=True), theirs(x, src_mask=~causal))
 
 
@@ -126,7 +126,7 @@ def test_decoder_block_matches_torch(norm_first):
     copy_decoder_block_from_torch(ours, theirs)
     x, memory = t(rng.normal(size=(2, 4, 8))), t(rng.normal(size=(2, 6, 8)))
     mem_pad = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
-    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    causal = at.causal_mask(4)
     ref = theirs(x, memory, tgt_mask=~causal, memory_key_padding_mask=~mem_pad)
     torch.testing.assert_close(ours(x, memory, memory_mask=mem_pad[:, None, :]), ref)
 
@@ -141,7 +141,7 @@ def test_encoder_decoder_stacks_match_torch_transformer(norm_first):
     copy_transformer_from_torch(encoder, decoder, theirs)
     src, tgt = t(rng.normal(size=(2, 6, 8))), t(rng.normal(size=(2, 4, 8)))
     src_pad = torch.tensor([[True] * 6, [True] * 5 + [False]])
-    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    causal = at.causal_mask(4)
     ref = theirs(src, tgt, tgt_mask=~causal, src_key_padding_mask=~src_pad, memory_key_padding_mask=~src_pad)
     memory = encoder(src, src_pad[:, None, :])
     torch.testing.assert_close(decoder(tgt, memory, memory_mask=src_pad[:, None, :]), ref)

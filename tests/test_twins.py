@@ -31,3 +31,18 @@ def test_twins_have_the_same_parameters(name):
 def test_twins_have_the_same_first_docstring_line(name):
     first = [inspect.getdoc(getattr(m, name)).splitlines()[0] for m in (anp, at)]
     assert first[0] == first[1]
+
+
+def test_mask_twins_agree_and_token_padding_matches_lengths():
+    import numpy as np
+    import torch
+
+    for T_q, T_k in ((4, 4), (2, 5)):
+        np.testing.assert_array_equal(at.causal_mask(T_q, T_k).numpy(), anp.causal_mask(T_q, T_k))
+    lengths = np.array([5, 3, 0])
+    np.testing.assert_array_equal(at.padding_mask(torch.tensor(lengths), 5).numpy(), anp.padding_mask(lengths, 5))
+    ids = np.array([[4, 2, 7, 1, 3], [4, 2, 7, 0, 0], [0, 0, 0, 0, 0]])  # 0 pads the end of each row
+    np.testing.assert_array_equal(anp.token_padding_mask(ids, 0), anp.padding_mask(lengths, 5))
+    np.testing.assert_array_equal(at.token_padding_mask(torch.tensor(ids), 0).numpy(), anp.padding_mask(lengths, 5))
+    both = at.combine_masks(at.causal_mask(5), at.padding_mask(torch.tensor(lengths), 5))
+    np.testing.assert_array_equal(both.numpy(), anp.combine_masks(anp.causal_mask(5), anp.padding_mask(lengths, 5)))

@@ -10,7 +10,7 @@ from attnbook.numpy.convolution import conv1d_as_attention, offset_attention_wei
 from attnbook.numpy.flash import online_normalizer, online_softmax, tile_schedule, tiled_attention
 from attnbook.numpy.gqa import grouped_query_attention, grouped_query_params, repeat_kv
 from attnbook.numpy.lookup import soft_lookup
-from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask
+from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
 from attnbook.numpy.multihead import MultiHeadParams, merge_heads, multi_head_attention, split_heads
 from attnbook.numpy.positional import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
 from attnbook.numpy.scoring import (
@@ -53,6 +53,7 @@ __all__ = [
     "nearest",
     "offset_attention_weights",
     "padding_mask",
+    "token_padding_mask",
     "pairwise_cosine_similarity",
     "relative_position_map",
     "scaled_dot_product_attention",

@@ -39,6 +39,18 @@ def padding_mask(lengths: ArrayLike, T: int) -> np.ndarray:
     return (np.arange(T)[None, :] < lengths[:, None])[:, None, :]
 
 
+def token_padding_mask(ids: ArrayLike, pad_id: int) -> np.ndarray:
+    """Keys whose token is ``pad_id`` may not be attended to, wherever they stand.
+
+    Shapes: ``ids`` ``(B, T)`` integer token ids; returns ``(B, 1, T)``, like ``padding_mask``, which it
+    equals for sequences padded at the end.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError(f"ids must have shape (B, T); got shape {shape_str(ids.shape)}")
+    return (ids != pad_id)[:, None, :]
+
+
 def combine_masks(*masks: ArrayLike) -> np.ndarray:
     """Allowed only where every mask allows: the logical AND, broadcast to a common shape.
 

@@ -22,7 +22,7 @@ from attnbook.torch.inspect import (
 from attnbook.torch.kvcache import KVCache, kv_cache_bytes
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
-from attnbook.torch.masks import causal_mask, combine_masks, padding_mask
+from attnbook.torch.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
 from attnbook.torch.similarity import cosine_similarity, dot, pairwise_cosine_similarity
 from attnbook.torch.softmax import softmax
@@ -86,6 +86,7 @@ __all__ = [
     "combine_masks",
     "masked_softmax",
     "padding_mask",
+    "token_padding_mask",
     "top_k_filter",
     "EncoderConfig",
     "GPTShape",

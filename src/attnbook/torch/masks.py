@@ -39,6 +39,18 @@ def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
     return (torch.arange(T, device=lengths.device)[None, :] < lengths[:, None])[:, None, :]
 
 
+def token_padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Keys whose token is ``pad_id`` may not be attended to, wherever they stand.
+
+    Shapes: ``ids`` ``(B, T)`` integer token ids; returns ``(B, 1, T)``, like ``padding_mask``, which it
+    equals for sequences padded at the end.
+    """
+    ids = torch.as_tensor(ids)
+    if ids.dim() != 2:
+        raise ValueError(f"ids must have shape (B, T); got shape {shape_str(ids.shape)}")
+    return (ids != pad_id)[:, None, :]
+
+
 def combine_masks(*masks: torch.Tensor) -> torch.Tensor:
     """Allowed only where every mask allows: the logical AND, broadcast to a common shape.
 

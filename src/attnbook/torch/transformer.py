@@ -18,6 +18,7 @@ from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, Toke
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
+from attnbook.torch.masks import token_padding_mask
 
 
 def _check_at_least_one(config: object, *names: str) -> None:
@@ -123,12 +124,12 @@ class EncoderDecoderTransformer(nn.Module):
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Encoder output ``(B, S, d_model)`` and the source padding mask ``(B, 1, S)``."""
-        src_mask = (src != self.config.pad_id)[:, None, :]  # (B, 1, S): padding_mask by token, not by length
+        src_mask = token_padding_mask(src, self.config.pad_id)  # (B, 1, S)
         return self.encoder(self.embed(src, self.src_embed), src_mask), src_mask
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """Logits ``(B, T, V)`` for the target prefix ``tgt`` given the encoder output."""
-        tgt_mask = (tgt != self.config.pad_id)[:, None, :]
+        tgt_mask = token_padding_mask(tgt, self.config.pad_id)  # (B, 1, T)
         h = self.decoder(self.embed(tgt, self.tgt_embed), memory, tgt_mask, src_mask)
         return self.unembed(h)
 
@@ -179,7 +180,7 @@ class EncoderOnlyTransformer(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.drop(self.embed(ids) + self.positions(ids.shape[1]))
-        h = self.encoder(x, (ids != self.config.pad_id)[:, None, :])  # (B, 1, T): padded keys masked
+        h = self.encoder(x, token_padding_mask(ids, self.config.pad_id))  # (B, 1, T): padded keys masked
         return self.unembed(self.head(h))
 
 
