@@ -13,7 +13,7 @@ COLAB_PY := $(shell sed -n 's/^\# *Python *\([0-9][0-9.]*\) *$$/\1/p' $(COLAB_VE
 COLAB_PYTHON ?= $(firstword $(shell python$(COLAB_PY) -c 'import sys; print(sys.executable)' 2>/dev/null) \
 	$(wildcard $(HOME)/.pyenv/versions/$(COLAB_PY)*/bin/python$(COLAB_PY)))
 COLAB_VENV := .venv-colab$(COLAB_PY)
-COLAB_WHEELS := .cache/colab-wheels
+COLAB_WHEELS ?= .cache/colab-wheels
 # Another CPU rounds differently: the generic ATen kernels, MKL in its reproducible mode, and one
 # OpenMP thread stand in for "someone else's machine". Every stored output must survive them.
 PORTABLE_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1
@@ -75,21 +75,27 @@ site-check: book
 	$(BIN)/python -m tools.site_check
 
 # Colab's environment, to prove that the chapters and the student versions run there (and that their
-# assertions hold there), under the perturbed floating-point environment of test-portable. A fresh venv
-# on Colab's Python gets exactly Colab's releases (downloaded once into $(COLAB_WHEELS), about 2.7 GB:
-# torch and its CUDA libraries), then the package from a wheel built from the checkout, its ranges
-# resolved against those releases, as Colab's setup cell installs a release.
-colab-check:
+# assertions hold there), under the perturbed floating-point environment of test-portable. A venv on
+# Colab's Python gets exactly Colab's releases (downloaded once into $(COLAB_WHEELS), about 2.7 GB:
+# torch and its CUDA libraries; the venv is rebuilt when $(COLAB_VERSIONS) changes), then the package
+# from a wheel built from the checkout, its ranges resolved against those releases, as Colab's setup
+# cell installs a release.
+$(COLAB_VENV)/.installed: $(COLAB_VERSIONS)
 	@test -n "$(COLAB_PY)" || { echo "colab check: no '# Python X.Y' line in $(COLAB_VERSIONS)" >&2; exit 1; }
 	@test -n "$(COLAB_PYTHON)" || { echo "colab check: needs Python $(COLAB_PY), the Python Colab runs" \
 		"($(COLAB_VERSIONS)), and found none (python$(COLAB_PY) on PATH, ~/.pyenv/versions/$(COLAB_PY)*)." \
 		"Install it (pyenv install $(COLAB_PY)) or name it: make colab-check COLAB_PYTHON=/path/to/python$(COLAB_PY)" >&2; exit 1; }
-	rm -rf $(COLAB_VENV) dist/attnbook-*.whl
+	rm -rf $(COLAB_VENV)
 	$(COLAB_PYTHON) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip download --quiet --dest $(COLAB_WHEELS) --requirement $(COLAB_VERSIONS) nbclient
 	$(COLAB_VENV)/bin/python -m pip install --quiet --no-index --find-links $(COLAB_WHEELS) \
 		--requirement $(COLAB_VERSIONS) nbclient
+	touch $@
+
+colab-check: $(COLAB_VENV)/.installed
+	rm -f dist/attnbook-*.whl
 	$(COLAB_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --yes attnbook
 	$(COLAB_VENV)/bin/python -m pip install --quiet dist/attnbook-*.whl --constraint $(COLAB_VERSIONS)
 	env $(PORTABLE_ENV) $(COLAB_VENV)/bin/python -m tools.colab_check
 
