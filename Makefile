@@ -95,7 +95,7 @@ $(COLAB_VENV)/.installed: $(COLAB_VERSIONS)
 colab-check: $(COLAB_VENV)/.installed
 	rm -f dist/attnbook-*.whl
 	$(COLAB_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir dist .
-	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --yes attnbook
+	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --quiet --yes attnbook
 	$(COLAB_VENV)/bin/python -m pip install --quiet dist/attnbook-*.whl --constraint $(COLAB_VERSIONS)
 	env $(PORTABLE_ENV) $(COLAB_VENV)/bin/python -m tools.colab_check
 
