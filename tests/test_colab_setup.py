@@ -58,3 +58,14 @@ def test_colab_versions_file_names_python_and_pins():
     assert colab_versions("# Python 3.12\nnumpy==2.0.2\n") == ("3.12", {"numpy": "2.0.2"})
     with pytest.raises(ValueError, match="Python"):
         colab_versions("numpy==2.0.2\n")
+
+
+def test_colab_check_names_a_timed_out_cell():
+    from nbclient.exceptions import CellTimeoutError
+
+    from tools.colab_check import TIMEOUT, _problem
+
+    cell = nbformat.v4.new_code_cell("run = train_seq2seq('reverse', config)\nprint(run)")
+    timeout = CellTimeoutError.error_from_timeout_and_cell("Cell execution timed out", TIMEOUT, cell)
+    assert _problem(timeout) == f"a cell ran past {TIMEOUT} s: run = train_seq2seq('reverse', config)"
+    assert _problem(ValueError("traceback\nValueError: bad shape")) == "ValueError: ValueError: bad shape"

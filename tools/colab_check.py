@@ -28,6 +28,7 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError
 
 from tools.notebooks import NOTEBOOKS, ROOT, chapter_notebooks, read, student_path
 
@@ -87,7 +88,10 @@ def check_environment(seen: dict[str, str]) -> list[str]:
 
 def _problem(exc: Exception) -> str:
     """One line saying what went wrong: the error a cell raised, a timeout, a kernel that died."""
-    lines = str(exc).strip().splitlines() or [""]
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()] or [""]
+    if isinstance(exc, CellTimeoutError):  # the message ends with the cell's source between dashes
+        source = lines[lines.index("-------------------") + 1] if "-------------------" in lines else ""
+        return f"a cell ran past {TIMEOUT} s: {source[:200]}"
     return f"{type(exc).__name__}: {lines[-1][:300]}"
 
 
