@@ -6,7 +6,14 @@ STAMP := $(VENV)/.installed
 CHAPTERS := $(wildcard notebooks/[0-9][0-9]_*.ipynb)
 NB ?=
 
-COLAB_VENV := .venv-colab
+# Google Colab's runtime: its Python and the exact releases it ships, one file (tools/colab-versions.txt).
+# The interpreter: COLAB_PYTHON if given, else python3.X on PATH, else pyenv's ~/.pyenv/versions/3.X*.
+COLAB_VERSIONS := tools/colab-versions.txt
+COLAB_PY := $(shell sed -n 's/^\# *Python *\([0-9][0-9.]*\) *$$/\1/p' $(COLAB_VERSIONS))
+COLAB_PYTHON ?= $(firstword $(shell python$(COLAB_PY) -c 'import sys; print(sys.executable)' 2>/dev/null) \
+	$(wildcard $(HOME)/.pyenv/versions/$(COLAB_PY)*/bin/python$(COLAB_PY)))
+COLAB_VENV := .venv-colab$(COLAB_PY)
+COLAB_WHEELS ?= .cache/colab-wheels
 # Another CPU rounds differently: the generic ATen kernels, MKL in its reproducible mode, and one
 # OpenMP thread stand in for "someone else's machine". Every stored output must survive them.
 PORTABLE_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1
@@ -22,10 +29,11 @@ help:
 	@echo "make badges    rewrite Colab badges and setup cells from _config.yml"
 	@echo "make student   regenerate notebooks/student/ from the chapters"
 	@echo "make site-check     build the site and check every page in headless Chromium"
-	@echo "make colab-check    run every chapter with Colab's versions (ipywidgets 7.7, numpy 2.1)"
+	@echo "make colab-check    run every chapter and student version with Colab's Python and releases,"
+	@echo "               listed in tools/colab-versions.txt (edit that file when Colab moves)"
 
 $(STAMP): requirements.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "attnbook needs Python 3.10 or newer; found " + sys.version.split()[0])'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "attnbook needs Python 3.11 or newer; found " + sys.version.split()[0])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --requirement requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --editable .
@@ -66,13 +74,29 @@ student: $(STAMP)
 site-check: book
 	$(BIN)/python -m tools.site_check
 
-# An environment with the versions Google Colab ships, to prove the chapters run there (and that
-# their assertions hold there), under the perturbed floating-point environment of test-portable.
-colab-check:
-	test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
-	$(COLAB_VENV)/bin/python -m pip install --quiet "ipywidgets==7.7.1" "matplotlib==3.10.*" "numpy==2.1.*" \
-		"torch==2.13.0" "transformers==4.57.6" "ipykernel==6.*" nbclient pyyaml tqdm setuptools
-	$(COLAB_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation --editable .
+# Colab's environment, to prove that the chapters and the student versions run there (and that their
+# assertions hold there), under the perturbed floating-point environment of test-portable. A venv on
+# Colab's Python gets exactly Colab's releases (downloaded once into $(COLAB_WHEELS), about 2.7 GB:
+# torch and its CUDA libraries; the venv is rebuilt when $(COLAB_VERSIONS) changes), then the package
+# from a wheel built from the checkout, its ranges resolved against those releases, as Colab's setup
+# cell installs a release.
+$(COLAB_VENV)/.installed: $(COLAB_VERSIONS)
+	@test -n "$(COLAB_PY)" || { echo "colab check: no '# Python X.Y' line in $(COLAB_VERSIONS)" >&2; exit 1; }
+	@test -n "$(COLAB_PYTHON)" || { echo "colab check: needs Python $(COLAB_PY), the Python Colab runs" \
+		"($(COLAB_VERSIONS)), and found none (python$(COLAB_PY) on PATH, ~/.pyenv/versions/$(COLAB_PY)*)." \
+		"Install it (pyenv install $(COLAB_PY)) or name it: make colab-check COLAB_PYTHON=/path/to/python$(COLAB_PY)" >&2; exit 1; }
+	rm -rf $(COLAB_VENV)
+	$(COLAB_PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/python -m pip download --quiet --dest $(COLAB_WHEELS) --requirement $(COLAB_VERSIONS) nbclient
+	$(COLAB_VENV)/bin/python -m pip install --quiet --no-index --find-links $(COLAB_WHEELS) \
+		--requirement $(COLAB_VERSIONS) nbclient
+	touch $@
+
+colab-check: $(COLAB_VENV)/.installed
+	rm -f dist/attnbook-*.whl
+	$(COLAB_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --quiet --yes attnbook
+	$(COLAB_VENV)/bin/python -m pip install --quiet dist/attnbook-*.whl --constraint $(COLAB_VERSIONS)
 	env $(PORTABLE_ENV) $(COLAB_VENV)/bin/python -m tools.colab_check
 
 clean:

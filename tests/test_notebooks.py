@@ -136,7 +136,7 @@ def test_badges_point_at_the_right_files(path):
         assert colab_url(file).endswith(f"/blob/{branch}/notebooks/{'student/' if is_student else ''}{path.name}")
         if not is_student:
             assert f"({colab_url(student_path(path))})" in badge.source
-        assert f"git+{url}@{branch}" in setup.source
+        assert f"git+{url}@{badges.release_tag()}" in setup.source
 
 
 def run_setup_cell(source, in_colab):
@@ -160,10 +160,10 @@ def run_setup_cell(source, in_colab):
 
 
 def test_setup_cell_installs_in_colab_and_only_there():
-    url, branch = repository()
+    url, _ = repository()
     assert run_setup_cell(badges.setup_source(), in_colab=False) == []
     calls = run_setup_cell(badges.setup_source(), in_colab=True)
-    assert calls == [("pip", f'install --quiet "attnbook @ git+{url}@{branch}"')]
+    assert calls == [("pip", f'install --quiet "attnbook @ git+{url}@{badges.release_tag()}"')]
 
 
 def test_badges_tool_inserts_missing_cells_and_is_idempotent(tmp_path):
@@ -172,7 +172,7 @@ def test_badges_tool_inserts_missing_cells_and_is_idempotent(tmp_path):
                 nbformat.v4.new_code_cell("x = 1")]
     path = NOTEBOOKS / "99_example.ipynb"  # only used to compute links; nothing is written there
     once = badges.apply(nb, path, student=False)
-    assert [tags(c) for c in once.cells] == [[], ["colab-badge"], [], ["colab-setup"], []]
+    assert [tags(c) for c in once.cells] == [[], ["colab-badge"], [], ["colab-setup", "remove-cell"], []]
     twice = badges.apply(once, path, student=False)
     assert nbformat.writes(twice) == nbformat.writes(once)
 

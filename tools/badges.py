@@ -1,18 +1,24 @@
-"""Write the "Open in Colab" badge and the Colab setup cell into every chapter notebook.
+"""Write the "Open in Colab" badge and the Colab setup cell into every chapter and student version.
 
 Both come from the repository URL in ``_config.yml``. The badge is the markdown cell tagged
 ``colab-badge`` (inserted after the title cell if missing); the setup cell is the code cell tagged
-``colab-setup`` (inserted before the first code cell if missing). Usage: ``python -m tools.badges``.
+``colab-setup`` (inserted before the first code cell if missing). The setup cell installs the release
+named by ``pyproject.toml``'s version (tag ``vX.Y.Z``), never the moving branch, and carries the tag
+``remove-cell`` so that the site leaves it out (it does nothing outside Colab).
+Usage: ``python -m tools.badges [notebooks/NN_name.ipynb ...]`` (default: every chapter); the student
+version of each chapter named is rewritten too.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import nbformat
 
 from tools.notebooks import (
+    ROOT,
     chapter_notebooks,
     colab_url,
     read,
@@ -23,6 +29,16 @@ from tools.notebooks import (
 )
 
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+SETUP_TAGS = ["colab-setup", "remove-cell"]  # remove-cell: MyST-NB leaves the cell out of the site
+PROJECT_VERSION = re.compile(r'^\[project\][^\[]*?^version\s*=\s*"([^"]+)"', re.MULTILINE | re.DOTALL)
+
+
+def release_tag() -> str:
+    """The git tag of the release the setup cell installs: ``v`` and ``pyproject.toml``'s version."""
+    match = PROJECT_VERSION.search((ROOT / "pyproject.toml").read_text())
+    if match is None:
+        raise ValueError("pyproject.toml: no version in [project]")
+    return f"v{match.group(1)}"
 
 
 def badge_source(notebook: Path, student: bool) -> str:
@@ -35,15 +51,15 @@ def badge_source(notebook: Path, student: bool) -> str:
 
 
 def setup_source() -> str:
-    """Code of the setup cell: installs the package in Colab, and only there."""
-    url, branch = repository()
+    """Code of the setup cell: installs the package's release in Colab, and only there."""
+    url, _ = repository()
     return (
         "# Setup: in Google Colab this installs the attnbook package; anywhere else it does nothing\n"
         "# (locally, `make book` or `pip install -e .` has installed it already).\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        f'    %pip install --quiet "attnbook @ git+{url}@{branch}"'
+        f'    %pip install --quiet "attnbook @ git+{url}@{release_tag()}"'
     )
 
 
@@ -64,6 +80,7 @@ def apply(nb: nbformat.NotebookNode, notebook: Path, student: bool) -> nbformat.
         cell = nbformat.v4.new_code_cell(metadata={"tags": ["colab-setup"]})
         nb.cells.insert(j, cell)
     nb.cells[j].source = setup_source()
+    nb.cells[j].metadata["tags"] = tags(nb.cells[j]) + [t for t in SETUP_TAGS if t not in tags(nb.cells[j])]
     return nb
 
 
@@ -72,6 +89,10 @@ def main(paths: list[str]) -> None:
     for chapter in chapters:
         write(apply(read(chapter), chapter, student=False), chapter)
         print(f"badges: {chapter.name}")
+        student = student_path(chapter)
+        if student.exists():
+            write(apply(read(student), student, student=True), student)
+            print(f"badges: {student.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -1,40 +1,170 @@
-"""Execute every chapter in an environment shaped like Google Colab's (see ``make colab-check``).
+"""Run every chapter and every student version in Google Colab's environment (see ``make colab-check``).
 
-Colab ships ipywidgets 7.7, matplotlib 3.10 and numpy 2.1; ``make colab-check`` installs those into
-``.venv-colab`` with the package, and this script runs each chapter notebook top to bottom there in a
-fresh kernel, reporting any error. It only executes: outputs are compared by nbval in ``make test``.
+``tools/colab-versions.txt`` lists Colab's Python and the exact releases it ships. ``make colab-check``
+creates a fresh virtual environment with that Python, installs exactly those releases, then installs
+the package from a wheel built from the checkout, as Colab's setup cell installs a release. This script
+then runs, in fresh kernels there:
+
+- a probe that reports the kernel's Python and package versions and fails if they differ from the file,
+  or if ``attnbook`` is not the installed wheel;
+- every chapter, top to bottom: no cell may fail except one tagged ``raises-exception``;
+- every student version, top to bottom: no cell may fail, and every checker reports "not attempted yet"
+  (the exercise stubs raise ``NotImplementedError`` only when called, and their checkers catch it).
+
+It only executes: outputs are compared by nbval in ``make test``. Usage:
+``python -m tools.colab_check [--jobs N] [notebooks/NN_name.ipynb ...]``.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import re
 import sys
 import time
-from importlib.metadata import version
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
+import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellTimeoutError
 
-from tools.notebooks import NOTEBOOKS, chapter_notebooks, read
+from tools.notebooks import NOTEBOOKS, ROOT, chapter_notebooks, read, student_path
+
+VERSIONS = ROOT / "tools" / "colab-versions.txt"
+PYTHON_LINE = re.compile(r"^#\s*Python\s+(\d+\.\d+)\s*$", re.MULTILINE)
+PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+)\s*$", re.MULTILINE)
+CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
+# Seconds per cell. Generous: the perturbed floating-point environment runs ATen's generic kernels, much
+# slower than this CPU's, and a training cell runs for minutes there on a busy machine.
+TIMEOUT = 900
 
 
-def main() -> None:
-    print("colab check:", ", ".join(f"{p} {version(p)}" for p in ("ipywidgets", "matplotlib", "numpy", "torch")))
-    if not version("ipywidgets").startswith("7."):
-        sys.exit("colab check: this environment should have ipywidgets 7 (as Colab does)")
-    failures = 0
-    for path in chapter_notebooks():
-        nb = read(path)
-        start = time.perf_counter()
-        try:
-            NotebookClient(nb, timeout=300, kernel_name="python3",
-                           resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-            print(f"ok   {path.name} ({time.perf_counter() - start:.0f} s)")
-        except CellExecutionError as exc:
-            failures += 1
-            print(f"FAIL {path.name}: {str(exc).strip().splitlines()[-1][:300]}")
-    print(f"colab check: {len(chapter_notebooks()) - failures} passed, {failures} failed")
-    sys.exit(1 if failures else 0)
+def colab_versions(text: str | None = None) -> tuple[str, dict[str, str]]:
+    """``(python, {package: version})`` as ``tools/colab-versions.txt`` gives them."""
+    text = VERSIONS.read_text() if text is None else text
+    python = PYTHON_LINE.search(text)
+    if python is None:
+        raise ValueError(f"{VERSIONS.name}: no '# Python X.Y' line")
+    return python.group(1), {name.lower(): version for name, version in PIN.findall(text)}
+
+
+PROBE = """
+import json, sys
+from importlib.metadata import version
+import attnbook
+names = {names!r}
+print(json.dumps({{"python": "%d.%d.%d" % sys.version_info[:3], "attnbook_file": attnbook.__file__,
+                  "attnbook": version("attnbook"), **{{n: version(n) for n in names}}}}))
+"""
+
+
+def _client(nb: nbformat.NotebookNode) -> NotebookClient:
+    return NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
+                          resources={"metadata": {"path": str(NOTEBOOKS)}})
+
+
+def probe() -> dict[str, str]:
+    """The Python and package versions a fresh kernel sees."""
+    python, pins = colab_versions()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE.format(names=sorted(pins)))])
+    _client(nb).execute()
+    return json.loads(nb.cells[0].outputs[0]["text"])
+
+
+def check_environment(seen: dict[str, str]) -> list[str]:
+    """What differs between the kernel's environment and Colab's, as lines to print."""
+    python, pins = colab_versions()
+    problems = []
+    if not seen["python"].startswith(python + "."):
+        problems.append(f"the kernel runs Python {seen['python']}, Colab runs {python}")
+    problems += [f"{name} {seen[name]} in the kernel, {want} in Colab" for name, want in pins.items()
+                 if seen[name] != want]
+    if "site-packages" not in seen["attnbook_file"]:
+        problems.append(f"attnbook is imported from {seen['attnbook_file']}, not from the installed wheel")
+    return problems
+
+
+def _problem(exc: Exception) -> str:
+    """One line saying what went wrong: the error a cell raised, a timeout, a kernel that died."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()] or [""]
+    if isinstance(exc, CellTimeoutError):  # the message ends with the cell's source between dashes
+        source = lines[lines.index("-------------------") + 1] if "-------------------" in lines else ""
+        return f"a cell ran past {TIMEOUT} s: {source[:200]}"
+    return f"{type(exc).__name__}: {lines[-1][:300]}"
+
+
+def run_chapter(path: Path) -> str | None:
+    """Execute a chapter; return what went wrong, or None."""
+    try:
+        _client(read(path)).execute()  # cells tagged raises-exception may raise; nothing else may
+    except Exception as exc:  # a failing cell, a timeout or a dead kernel: all are failures
+        return _problem(exc)
+    return None
+
+
+def run_student(path: Path) -> str | None:
+    """Execute a student version; return what went wrong, or None."""
+    nb = read(path)
+    try:
+        _client(nb).execute()
+    except Exception as exc:
+        return _problem(exc)
+    checks = [c for c in nb.cells if c.cell_type == "code" and CHECK_CALL.search(c.source)]
+    if not checks:
+        return "no exercise checker"
+    for cell in checks:
+        text = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in cell.outputs)
+        if "not attempted yet" not in text:
+            return f"checker did not report 'not attempted yet': {cell.source.splitlines()[0]} -> {text[:200]!r}"
+    return None
+
+
+def _run(job: tuple[str, Path]) -> tuple[str, Path, str | None, float]:
+    kind, path = job
+    start = time.perf_counter()
+    problem = (run_chapter if kind == "chapter" else run_student)(path)
+    return kind, path, problem, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2)")
+    parser.add_argument("paths", nargs="*", help="chapters (default: all); their student versions run too")
+    args = parser.parse_args(argv)
+    chapters = [Path(p).resolve() for p in args.paths] or chapter_notebooks()
+    # ipykernel 6's debugger warns at every kernel start on Python 3.12+ that frozen modules may hide
+    # breakpoints; no debugger runs here, so the warning is noise in the report.
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+    start = time.perf_counter()
+    seen = probe()
+    print("colab check: Python " + seen["python"] + ", "
+          + ", ".join(f"{k} {v}" for k, v in seen.items() if k not in ("python", "attnbook_file")), flush=True)
+    problems = check_environment(seen)
+    for line in problems:
+        print(f"colab check: {line}")
+    if problems:
+        print(f"colab check: this is not Colab's environment ({VERSIONS.relative_to(ROOT)}); run `make colab-check`")
+        return 1
+
+    jobs = [("chapter", c) for c in chapters] + [("student", student_path(c)) for c in chapters]
+    failed = {"chapter": 0, "student": 0}
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for kind, path, problem, seconds in pool.map(_run, jobs):
+            name = path.relative_to(NOTEBOOKS)
+            if problem is None:
+                print(f"ok   {name} ({seconds:.0f} s)", flush=True)
+            else:
+                failed[kind] += 1
+                print(f"FAIL {name} ({seconds:.0f} s): {problem}", flush=True)
+    n = len(chapters)
+    print(f"colab check: chapters {n - failed['chapter']} passed, {failed['chapter']} failed; "
+          f"student versions {n - failed['student']} passed, {failed['student']} failed "
+          f"({time.perf_counter() - start:.0f} s)")
+    return 1 if any(failed.values()) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,9 +1,9 @@
 """Check the built site the way a reader sees it: every page loaded in headless Chromium, offline.
 
 Fails when a page shows raw LaTeX, an image does not load, an internal link points nowhere, a page
-holding widgets renders none, a chapter lacks its Colab launch link (or it points at the wrong file),
-the browser console shows an error outside the allow-list below, or the site's search cannot find a
-chapter by a word in its text. Saves screenshots of the welcome page and two chapters.
+holding widgets renders none, a chapter lacks its Colab launch link (or it points at the wrong file) or
+shows the Colab setup cell, the browser console shows an error outside the allow-list below, or the
+site's search cannot find a chapter by a word in its text. Saves screenshots of the welcome page and two chapters.
 
 Usage: ``python -m tools.site_check [--html _build/html] [--out _build/site-check]``.
 """
@@ -144,6 +144,8 @@ def check_page(browser: str, base: str, html: Path, page: Path, profile: Path) -
         expected = colab_url(ROOT / "notebooks" / f"{chapter.group(1)}.ipynb")
         if not any(a["href"] == expected for a in soup.find_all("a", href=True)):
             problems.append(f"no Colab launch link to {expected}")
+        if "google.colab" in soup.get_text():  # the setup cell is tagged remove-cell: only Colab needs it
+            problems.append("the Colab setup cell shows on the page")
     return problems
 
 
