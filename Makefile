@@ -13,7 +13,8 @@ COLAB_PY := $(shell sed -n 's/^\# *Python *\([0-9][0-9.]*\) *$$/\1/p' $(COLAB_VE
 COLAB_PYTHON ?= $(firstword $(shell python$(COLAB_PY) -c 'import sys; print(sys.executable)' 2>/dev/null) \
 	$(wildcard $(HOME)/.pyenv/versions/$(COLAB_PY)*/bin/python$(COLAB_PY)))
 COLAB_VENV := .venv-colab$(COLAB_PY)
-COLAB_WHEELS ?= .cache/colab-wheels
+# Outside the checkout, so that every clone on the machine (CI's included) reuses the 2.7 GB download.
+COLAB_WHEELS ?= $(HOME)/.cache/attnbook/colab-wheels
 # Another CPU rounds differently: the generic ATen kernels, MKL in its reproducible mode, and one
 # OpenMP thread stand in for "someone else's machine". Every stored output must survive them.
 PORTABLE_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1
@@ -23,7 +24,7 @@ PORTABLE_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=
 help:
 	@echo "make book      build the site into _build/html from the committed notebooks"
 	@echo "make test      ruff, pytest over tests/, nbval (strict) over every chapter"
-	@echo "make test-portable  pytest and nbval again under a perturbed floating-point environment"
+	@echo "make test-portable  pytest (student versions left to colab-check) and nbval again, perturbed rounding"
 	@echo "make execute   re-execute chapters in place (NB=notebooks/01_vectors.ipynb for one),"
 	@echo "               then rewrite badges and student versions"
 	@echo "make badges    rewrite Colab badges and setup cells from _config.yml"
@@ -57,8 +58,10 @@ nbval: $(STAMP)
 	$(BIN)/python -m tools.nbval_report
 
 # The same tests on "another machine": a cell that passes only with this machine's rounding fails here.
+# The student versions are left to colab-check, which runs them under the same environment.
 test-portable: $(STAMP)
-	env $(PORTABLE_ENV) $(MAKE) --no-print-directory pytest nbval
+	env $(PORTABLE_ENV) $(BIN)/python -m pytest tests -k "not test_student_version_runs_and_reports_not_attempted"
+	env $(PORTABLE_ENV) $(MAKE) --no-print-directory nbval
 
 execute: $(STAMP)
 	$(BIN)/python -m tools.badges $(NB)
