@@ -209,7 +209,8 @@ def test_load_gpt_names_what_a_foreign_checkpoint_lacks(tmp_path):
 
 def test_failed_saves_leave_no_temporary_files(tmp_path):
     path = tmp_path / "ckpt.pt"
-    with pytest.raises(Exception, match="pickle"):
+    # Python 3.13's message names the local object rather than pickling ("Can't get local object ...").
+    with pytest.raises(Exception, match="pickle|local object"):
         save_checkpoint({"f": lambda: 0}, path)  # not picklable
     (tmp_path / "ckpt.ptabc123.tmp").write_bytes(b"left by a save that was killed")
     save_checkpoint({"w": torch.ones(2)}, path)
