@@ -9,9 +9,7 @@ then runs, in fresh kernels there:
   or if ``attnbook`` is not the installed wheel;
 - every chapter, top to bottom: no cell may fail except one tagged ``raises-exception``;
 - every student version, top to bottom: no cell may fail, and every checker reports "not attempted yet"
-  (the exercise stubs raise ``NotImplementedError`` only when called, and their checkers catch it); the
-  student versions of the three training chapters only with ``--all-students``, since they repeat their
-  chapter's training and ``make test`` runs them too.
+  (the exercise stubs raise ``NotImplementedError`` only when called, and their checkers catch it).
 
 It only executes: outputs are compared by nbval in ``make test``. Usage:
 ``python -m tools.colab_check [--jobs N] [notebooks/NN_name.ipynb ...]``.
@@ -130,14 +128,9 @@ def _run(job: tuple[str, Path]) -> tuple[str, Path, str | None, float]:
     return kind, path, problem, time.perf_counter() - start
 
 
-TRAINING_CHAPTERS = ("16_training_seq2seq", "17_training_gpt", "18_looking_inside")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2)")
-    parser.add_argument("--all-students", action="store_true",
-                        help="also the student versions of the training chapters (left out by default)")
     parser.add_argument("paths", nargs="*", help="chapters (default: all); their student versions run too")
     args = parser.parse_args(argv)
     chapters = [Path(p).resolve() for p in args.paths] or chapter_notebooks()
@@ -156,9 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"colab check: this is not Colab's environment ({VERSIONS.relative_to(ROOT)}); run `make colab-check`")
         return 1
 
-    # The student versions of the chapters that train models repeat their chapter's training cells (minutes
-    # each on Colab's generic CPU build): CI's time allows them once, in `make test`, not again here.
-    students = [student_path(c) for c in chapters if c.stem not in TRAINING_CHAPTERS or args.all_students]
+    students = [student_path(c) for c in chapters]
     jobs = [("chapter", c) for c in chapters] + [("student", s) for s in students]
     failed = {"chapter": 0, "student": 0}
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
