@@ -198,7 +198,7 @@ def test_student_version_has_no_solutions_and_no_outputs(path):
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
 def test_student_version_runs_and_reports_not_attempted(path):
     nb = read(student_path(path))
-    NotebookClient(nb, timeout=300, kernel_name="python3",
+    NotebookClient(nb, timeout=900, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     verdicts = [
         o.data["text/plain"]
