@@ -162,8 +162,8 @@ PRESETS: dict[str, MLMRunConfig] = {
     # The small CPU recipe of chapter 17, for the encoder.
     "cpu-small": MLMRunConfig(),
     # What chapter 24 trains inside its minute (and its GPT with gpt_config()).
-    "notebook": MLMRunConfig(n_layers=2, steps=300, batch_size=16, lr=2e-3, warmup=30, eval_every=50,
-                             eval_windows=128),
+    "notebook": MLMRunConfig(n_layers=2, n_heads=4, d_model=64, block_size=32, steps=300, batch_size=16, lr=3e-3,
+                             warmup=20, eval_every=50, eval_windows=64),
 }
 
 
