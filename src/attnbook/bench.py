@@ -217,8 +217,8 @@ def main(argv: list[str] | None = None) -> None:
     attention.add_argument("--max-plain-gib", type=float, default=2.0,
                            help="skip plain attention where its score matrices would need more than this")
     mlm = sub.add_parser("mlm", help="masked language modelling against the GPT on the same masked positions")
-    mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="cpu-small")
-    mlm.add_argument("--steps", type=int, default=2000)
+    mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="notebook")
+    mlm.add_argument("--steps", type=int, default=3000)
     args = parser.parse_args(argv)
     if args.which == "seq2seq":
         bench_seq2seq(args.tasks, args.max_steps)
