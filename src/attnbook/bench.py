@@ -12,6 +12,10 @@ attention (chapter 20): time and peak memory of plain and tiled NumPy attention 
 backends of ``F.scaled_dot_product_attention`` against the sequence length; the saving of skipping causal
 tiles; the key-value cache and generation speed of a decoder with multi-head, grouped-query and
 multi-query attention.
+
+mlm (chapter 24): the encoder-only model trained by masked language modelling and the GPT of the same
+size, steps, batches and seed, each scored on the same masked positions of the whole validation text,
+with the counting baselines.
 """
 
 from __future__ import annotations
@@ -158,6 +162,47 @@ def bench_gpt(steps: int, new_tokens: int) -> None:
           f"{g['cache'] / g['no cache']:.2f}, same tokens: {bool(g['same tokens'])}", flush=True)
 
 
+def bench_mlm(preset_name: str, steps: int) -> None:
+    from attnbook.training import mlm
+
+    print(f"MLM benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{platform.processor() or platform.machine()}", flush=True)
+    config = mlm.preset(preset_name, steps=steps, progress=False)
+    text = mlm.load_tinyshakespeare()
+    tic = time.perf_counter()
+    enc = mlm.train_mlm(config, text)
+    enc_wall = time.perf_counter() - tic
+    tic = time.perf_counter()
+    gpt = train_gpt(config.gpt_config(), text=text)
+    gpt_wall = time.perf_counter() - tic
+    tok = enc.tokenizer
+    train_ids, val_ids = mlm.split(tok.encode(text), 0.9)
+    eval_set = mlm.make_eval_set(val_ids, config.block_size, tok.mask_id, config.rate)  # the whole split
+    logits = {"encoder (both sides)": mlm.encoder_logits(enc.model, eval_set.inputs),
+              "GPT (left side only)": mlm.gpt_logits(gpt.model, eval_set.windows)}
+    print(f"recipe {config.n_layers} layers, {config.n_heads} heads, width {config.d_model}, context "
+          f"{config.block_size}, batch {config.batch_size}, {steps} steps, seed {config.seed}; "
+          f"{int(eval_set.chosen.sum()):,} masked positions in {len(eval_set.windows):,} validation windows",
+          flush=True)
+    print(f"{'model':>22} {'accuracy':>9} {'loss':>7} {'params':>9} {'train s':>8} {'wall s':>7} {'targets/step':>13}")
+    rows = [("encoder (both sides)", sum(p.numel() for p in enc.model.parameters()), enc.train_seconds, enc_wall,
+             config.rate * config.batch_size * config.block_size),
+            ("GPT (left side only)", gpt.model.n_params(), gpt.train_seconds, gpt_wall,
+             config.batch_size * config.block_size)]
+    for name, params, train_s, wall, targets in rows:
+        s = mlm.score(logits[name], eval_set)
+        print(f"{name:>22} {s['accuracy']:>9.4f} {s['loss']:>7.4f} {params:>9,} {train_s:>8.1f} {wall:>7.1f} "
+              f"{targets:>13.0f}", flush=True)
+    for name, guess in mlm.baseline_guesses(train_ids, eval_set, len(tok.chars)).items():
+        print(f"{name:>22} {(guess == eval_set.targets).double().mean().item():>9.4f}", flush=True)
+    cols = eval_set.chosen.nonzero(as_tuple=True)[1]
+    quarter = config.block_size // 4
+    for name, out in logits.items():
+        hits = out[eval_set.chosen].argmax(-1) == eval_set.targets
+        by_quarter = [hits[cols // quarter == q].double().mean().item() for q in range(4)]
+        print(f"{name}, accuracy by quarter of the window: " + ", ".join(f"{a:.3f}" for a in by_quarter), flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="which", required=True)
@@ -171,6 +216,9 @@ def main(argv: list[str] | None = None) -> None:
     attention.add_argument("--lengths", nargs="+", type=int, default=[256, 512, 1024, 2048, 4096, 8192, 16384])
     attention.add_argument("--max-plain-gib", type=float, default=2.0,
                            help="skip plain attention where its score matrices would need more than this")
+    mlm = sub.add_parser("mlm", help="masked language modelling against the GPT on the same masked positions")
+    mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="notebook")
+    mlm.add_argument("--steps", type=int, default=3000)
     args = parser.parse_args(argv)
     if args.which == "seq2seq":
         bench_seq2seq(args.tasks, args.max_steps)
@@ -178,6 +226,8 @@ def main(argv: list[str] | None = None) -> None:
         from attnbook.bench_attention import bench_attention  # imported here: only this subcommand needs it
 
         bench_attention(args.lengths, args.max_plain_gib)
+    elif args.which == "mlm":
+        bench_mlm(args.preset, args.steps)
     else:
         bench_gpt(args.steps, args.new_tokens)
 

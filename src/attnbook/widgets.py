@@ -303,3 +303,36 @@ def tile_explorer(T: int = 64) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"t": length, "b": block, "c": causal})
     return widgets.VBox([widgets.HBox([length, block, causal]), out])
+
+
+def fill_in_blank(model, tokenizer, line: str) -> widgets.VBox:
+    """A slider that hides one character of ``line`` and shows what a masked language model guesses
+    there (chapter 24). ``tokenizer`` is a ``MaskedCharTokenizer``; ``model`` maps ``(1, T)`` ids to
+    ``(1, T, vocab_size)`` logits."""
+    import torch
+
+    from attnbook.plotting import plot_next_char
+
+    ids = tokenizer.encode(line)
+    masked = ids.repeat(len(line), 1)  # row t hides position t
+    masked[torch.arange(len(line)), torch.arange(len(line))] = tokenizer.mask_id
+    with torch.no_grad():
+        logits = model.eval()(masked)[torch.arange(len(line)), torch.arange(len(line))].double()  # (T, V)
+    probs = torch.softmax(logits, dim=-1).numpy()
+    labels = tokenizer.chars + tokenizer.mask_symbol
+    position = widgets.IntSlider(value=min(5, len(line) - 1), min=0, max=len(line) - 1,
+                                 description="hidden position", continuous_update=False,
+                                 style={"description_width": "initial"})
+
+    def draw(t: int) -> None:
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        shown = line[:t] + tokenizer.mask_symbol + line[t + 1:]
+        plot_next_char(ax, probs[t], labels, f"{shown!r}: the hidden character is {line[t]!r}", top=12)
+        ax.set_xlabel("guess for the hidden character (the 12 likeliest)")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"t": position})
+    box = widgets.VBox([position, out])
+    box.probs = probs  # (T, V): the distribution at each hidden position, for checks
+    return box

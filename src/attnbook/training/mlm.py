@@ -1,0 +1,343 @@
+"""Masked language modelling: an encoder-only Transformer trained BERT-style on characters (chapter 24;
+Phuong and Hutter, algorithm 12).
+
+``mask_tokens`` corrupts a batch as BERT does (Devlin et al. 2019): each position is chosen with
+probability ``rate`` (15%); a chosen position becomes the mask token with probability 0.8, a random
+other token with probability 0.1, and stays as it is otherwise. ``masked_lm_loss`` is the cross-entropy
+over the chosen positions only. ``train_mlm(config)`` trains chapter 15's ``EncoderOnlyTransformer`` on
+Tiny Shakespeare with the recipe of chapter 17's GPT; ``make_eval_set``, ``encoder_logits``,
+``gpt_logits``, ``score`` and ``baseline_guesses`` compare it with the GPT and with counting baselines
+on the same masked positions of the same validation windows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from attnbook.data.masked_text import MaskedCharTokenizer
+from attnbook.data.shakespeare import load_tinyshakespeare
+from attnbook.data.text import random_windows, split
+from attnbook.torch.transformer import GPT, EncoderConfig, EncoderOnlyTransformer
+from attnbook.training.device import autocast, pick_device
+from attnbook.training.lm import GPTRunConfig
+from attnbook.training.schedule import lr_at
+from attnbook.training.trainer import make_optimizer, optimizer_step
+
+_INTEGER = (torch.int64, torch.int32, torch.int16, torch.uint8)
+
+
+def _check_probability(name: str, value: float, low_open: bool) -> None:
+    ok = (0 < value <= 1) if low_open else (0 <= value <= 1)
+    if not ok:
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        raise ValueError(f"{name} must lie in {interval}; got {value}")
+
+
+def mask_tokens(ids: torch.Tensor, mask_id: int, vocab_size: int, rate: float = 0.15, mask_prob: float = 0.8,
+                random_prob: float = 0.1,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's corruption of a batch of ids: returns ``(inputs, chosen)``, both shaped like ``ids``.
+
+    Each position is chosen independently with probability ``rate``. A chosen position becomes
+    ``mask_id`` with probability ``mask_prob``, a token drawn uniformly from the ``vocab_size - 1`` ids
+    other than ``mask_id`` with probability ``random_prob`` (it may happen to be the original), and is
+    left as it is otherwise. ``chosen`` (bool) marks the positions the loss is taken on; the targets are
+    ``ids`` themselves. The draws come from ``generator``: the same generator state, the same result.
+    """
+    if ids.dtype not in _INTEGER:
+        raise ValueError(f"ids must be integer token ids; got dtype {ids.dtype}")
+    if not 0 <= mask_id < vocab_size:
+        raise ValueError(f"mask_id must lie in [0, vocab_size - 1 = {vocab_size - 1}]; got {mask_id}")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2 (a token and the mask); got {vocab_size}")
+    _check_probability("rate", rate, low_open=True)
+    _check_probability("mask_prob", mask_prob, low_open=False)
+    _check_probability("random_prob", random_prob, low_open=False)
+    if mask_prob + random_prob > 1:
+        raise ValueError(f"mask_prob + random_prob must be at most 1; got {mask_prob} + {random_prob}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"ids must lie in [0, {vocab_size - 1}]; got values from {int(ids.min())} to {int(ids.max())}")
+    if bool((ids == mask_id).any()):
+        raise ValueError(f"ids already contain the mask id {mask_id}; pass the uncorrupted text")
+    # Three draws of the full shape, always in this order, so the result depends only on the generator.
+    chosen = torch.rand(ids.shape, generator=generator) < rate
+    kind = torch.rand(ids.shape, generator=generator)
+    random_ids = torch.randint(vocab_size - 1, ids.shape, generator=generator)
+    random_ids += (random_ids >= mask_id).long()  # skip mask_id: uniform over the other vocab_size - 1 ids
+    inputs = ids.clone()
+    to_mask = chosen & (kind < mask_prob)
+    to_random = chosen & (kind >= mask_prob) & (kind < mask_prob + random_prob)
+    inputs[to_mask] = mask_id
+    inputs[to_random] = random_ids[to_random].to(ids.dtype)
+    return inputs, chosen
+
+
+def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy (nats) over the chosen positions only.
+
+    ``logits`` ``(..., T, V)``, ``targets`` ``(..., T)`` ids, ``chosen`` ``(..., T)`` bool. Positions not
+    chosen contribute nothing, whatever their logits; at least one position must be chosen.
+    """
+    if logits.dim() < 2 or tuple(logits.shape[:-1]) != tuple(targets.shape):
+        raise ValueError(f"logits must have shape targets.shape + (V,); got logits {tuple(logits.shape)} "
+                         f"and targets {tuple(targets.shape)}")
+    if tuple(chosen.shape) != tuple(targets.shape):
+        raise ValueError(f"chosen must have the shape of targets {tuple(targets.shape)}; got {tuple(chosen.shape)}")
+    if chosen.dtype != torch.bool:
+        raise ValueError(f"chosen must be a boolean tensor (True where the loss is taken); got dtype {chosen.dtype}")
+    if not bool(chosen.any()):
+        raise ValueError("no position is chosen: the loss over an empty set is undefined")
+    return F.cross_entropy(logits[chosen].float(), targets[chosen])
+
+
+@dataclass
+class MLMRunConfig:
+    """A masked-language-model run. The model's size and the optimisation are those of chapter 17's
+    ``GPTRunConfig``, so ``gpt_config()`` gives the causal model to compare with, trained the same way."""
+
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    block_size: int = 64
+    dropout: float = 0.0
+    norm_first: bool = True  # pre-norm blocks, as the GPT has (BERT itself is post-norm)
+    steps: int = 2000
+    batch_size: int = 12
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup: int = 100
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    rate: float = 0.15  # share of positions chosen for the loss
+    mask_prob: float = 0.8  # of the chosen: replaced by the mask token
+    random_prob: float = 0.1  # of the chosen: replaced by a random character (the rest are kept)
+    eval_every: int = 250
+    eval_windows: int = 256  # validation windows in the fixed evaluation set
+    seed: int = 1337
+    device: str = "auto"
+    precision: str = "auto"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("n_layers", "n_heads", "d_model", "block_size", "steps", "batch_size", "eval_windows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+        if self.block_size < 2:
+            raise ValueError(f"block_size must be at least 2; got {self.block_size}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = {self.n_heads}")
+        if not 0 <= self.warmup <= self.steps:
+            raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
+
+    def build_encoder(self, vocab_size: int) -> EncoderOnlyTransformer:
+        """Chapter 15's encoder-only model at this size, with GELU as the GPT has.
+        ``vocab_size`` counts the mask token. No padding in these windows, so ``pad_id=-1``."""
+        return EncoderOnlyTransformer(EncoderConfig(vocab_size=vocab_size, d_model=self.d_model,
+                                                    n_heads=self.n_heads, n_layers=self.n_layers,
+                                                    max_len=self.block_size, dropout=self.dropout,
+                                                    norm_first=self.norm_first, activation="gelu", pad_id=-1))
+
+    def gpt_config(self, **overrides: Any) -> GPTRunConfig:
+        """The GPT of chapter 17 with the same size, steps, batches, schedule and seed."""
+        shared = {f: getattr(self, f) for f in ("n_layers", "n_heads", "d_model", "block_size", "dropout", "steps",
+                                                 "batch_size", "lr", "min_lr", "warmup", "weight_decay", "beta1",
+                                                 "beta2", "grad_clip", "eval_every", "seed", "device", "precision",
+                                                 "progress")}
+        return GPTRunConfig(**(shared | {"activation": "gelu"} | overrides))
+
+
+PRESETS: dict[str, MLMRunConfig] = {
+    # A few seconds: for tests.
+    "tiny": MLMRunConfig(n_layers=2, n_heads=2, d_model=32, block_size=16, steps=40, batch_size=8, warmup=5,
+                         eval_every=20, eval_windows=16),
+    # The small CPU recipe of chapter 17, for the encoder.
+    "cpu-small": MLMRunConfig(),
+    # What chapter 24 trains inside its minute (and its GPT with gpt_config()).
+    # One wide layer on short windows: a hidden character's first clues are its neighbours, and one layer of
+    # attention can fetch them; in 16 characters a neighbour is one key in 16, easier to find than in 64.
+    "notebook": MLMRunConfig(n_layers=1, n_heads=4, d_model=128, block_size=16, steps=400, batch_size=64, lr=3e-3,
+                             warmup=40, eval_every=50, eval_windows=64),
+}
+
+
+def preset(name: str, **overrides: Any) -> MLMRunConfig:
+    """A named recipe from ``PRESETS``, with any field replaced."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; the presets are {sorted(PRESETS)}")
+    return replace(PRESETS[name], **overrides)
+
+
+@dataclass
+class MaskedEvalSet:
+    """Validation windows with chosen positions hidden: the same set for every model compared.
+
+    ``windows`` ``(N, T)`` the original ids; ``inputs`` the windows with every chosen position replaced by
+    the mask id; ``chosen`` ``(N, T)`` bool, never at position 0, so a causal model always has at least
+    one character of left context inside the window.
+    """
+
+    windows: torch.Tensor
+    inputs: torch.Tensor
+    chosen: torch.Tensor
+
+    @property
+    def targets(self) -> torch.Tensor:
+        """The hidden characters, ``(K,)``, in row-major order of the chosen positions."""
+        return self.windows[self.chosen]
+
+
+def make_eval_set(ids: torch.Tensor, block_size: int, mask_id: int, rate: float = 0.15,
+                  n_windows: int | None = None, seed: int = 0) -> MaskedEvalSet:
+    """Non-overlapping windows of ``ids`` from the start (``n_windows`` of them, or all), each position
+    but the first chosen with probability ``rate`` and every chosen one replaced by ``mask_id``.
+
+    Evaluation hides every chosen character (no random or kept ones): a kept character would let the
+    encoder read the answer, which the causal model cannot.
+    """
+    if ids.dim() != 1:
+        raise ValueError(f"ids must be one sequence, shape (N,); got shape {tuple(ids.shape)}")
+    available = len(ids) // block_size
+    n = available if n_windows is None else n_windows
+    if not 1 <= n <= available:
+        raise ValueError(f"n_windows must lie in [1, {available}] for {len(ids)} ids and block_size {block_size}; "
+                         f"got {n}")
+    windows = ids[: n * block_size].reshape(n, block_size)
+    generator = torch.Generator().manual_seed(seed)
+    chosen = torch.rand(windows.shape, generator=generator) < rate
+    chosen[:, 0] = False
+    inputs = windows.masked_fill(chosen, mask_id)
+    return MaskedEvalSet(windows, inputs, chosen)
+
+
+@torch.no_grad()
+def encoder_logits(model: torch.nn.Module, inputs: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+    """``(N, T)`` masked inputs to ``(N, T, V)`` float32 logits, in batches, in eval mode."""
+    was_training = model.training
+    model.eval()
+    out = torch.cat([model(inputs[i:i + batch_size]).float() for i in range(0, len(inputs), batch_size)])
+    model.train(was_training)
+    return out
+
+
+@torch.no_grad()
+def gpt_logits(model: GPT, windows: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+    """``(N, T)`` windows to ``(N, T, V)`` logits aligned with the windows: row ``t`` predicts
+    ``windows[:, t]`` from ``windows[:, :t]`` only. Row 0 has no context and is NaN."""
+    was_training = model.training
+    model.eval()
+    body = torch.cat([model(windows[i:i + batch_size, :-1]).float() for i in range(0, len(windows), batch_size)])
+    model.train(was_training)
+    first = torch.full_like(body[:, :1], math.nan)
+    return torch.cat([first, body], dim=1)
+
+
+def score(logits: torch.Tensor, eval_set: MaskedEvalSet) -> dict[str, float]:
+    """``loss`` (nats) and ``accuracy`` (argmax) of ``(N, T, V)`` logits on the chosen positions."""
+    picked = logits[eval_set.chosen]  # (K, V)
+    targets = eval_set.targets
+    return {"loss": F.cross_entropy(picked, targets).item(),
+            "accuracy": (picked.argmax(dim=-1) == targets).double().mean().item()}
+
+
+def baseline_guesses(train_ids: torch.Tensor, eval_set: MaskedEvalSet, n_chars: int) -> dict[str, torch.Tensor]:
+    """Guesses for the chosen positions, ``(K,)`` each, from counts over ``train_ids``:
+
+    - ``"most frequent"``: the commonest character, everywhere;
+    - ``"left neighbour"``: the commonest successor of the (true) character on the left;
+    - ``"both neighbours"``: the commonest middle of (left, ?, right) in the training text, falling back to
+      the left-neighbour guess at the last position of a window or for a pair never seen.
+    Ties go to the smaller id.
+    """
+    V = n_chars
+    unigram = torch.bincount(train_ids, minlength=V)
+    bigram = torch.zeros(V * V, dtype=torch.long).index_add_(
+        0, train_ids[:-1] * V + train_ids[1:], torch.ones(len(train_ids) - 1, dtype=torch.long)).view(V, V)
+    trigram = torch.zeros(V * V * V, dtype=torch.long).index_add_(
+        0, (train_ids[:-2] * V + train_ids[2:]) * V + train_ids[1:-1],
+        torch.ones(len(train_ids) - 2, dtype=torch.long)).view(V, V, V)  # (left, right, middle)
+    rows, cols = eval_set.chosen.nonzero(as_tuple=True)
+    windows = eval_set.windows
+    left = windows[rows, cols - 1]
+    by_left = bigram.argmax(dim=1)[left]
+    right = windows[rows, (cols + 1).clamp(max=windows.shape[1] - 1)]
+    counts = trigram[left, right]  # (K, V)
+    has_both = (cols + 1 < windows.shape[1]) & (counts.sum(dim=1) > 0)
+    by_both = torch.where(has_both, counts.argmax(dim=1), by_left)
+    return {"most frequent": torch.full_like(left, int(unigram.argmax())), "left neighbour": by_left,
+            "both neighbours": by_both}
+
+
+@dataclass
+class MLMRun:
+    """What ``train_mlm`` returns: the encoder (on the CPU, in eval mode), its tokenizer and the log.
+
+    ``log`` has one dict per step: ``step``, ``loss``, ``lr``, and ``val_loss``, ``val_accuracy`` at
+    evaluations (on ``eval_set``: masked positions of the first ``eval_windows`` validation windows).
+    """
+
+    model: EncoderOnlyTransformer
+    tokenizer: MaskedCharTokenizer
+    config: MLMRunConfig
+    eval_set: MaskedEvalSet
+    log: list[dict[str, float]] = field(default_factory=list)
+    train_seconds: float = 0.0
+    steps_done: int = 0
+
+    @property
+    def final(self) -> dict[str, float]:
+        """The last evaluation: ``val_loss`` and ``val_accuracy``."""
+        last = next(e for e in reversed(self.log) if "val_loss" in e)
+        return {"val_loss": last["val_loss"], "val_accuracy": last["val_accuracy"]}
+
+
+def train_mlm(config: MLMRunConfig, text: str | None = None) -> MLMRun:
+    """Train an encoder-only Transformer by masked language modelling on ``text`` (Tiny Shakespeare).
+
+    The windows are drawn exactly as ``train_gpt`` draws them from the same seed, so with
+    ``config.gpt_config()`` both models see the same text at every step; the masks come from a second
+    generator. The corrupted inputs pass through the model and the loss is taken on the chosen positions.
+    """
+    device = pick_device(config.device)
+    text = load_tinyshakespeare() if text is None else text
+    tokenizer = MaskedCharTokenizer.from_text(text)
+    train_ids, val_ids = split(tokenizer.encode(text), 0.9)
+    eval_set = make_eval_set(val_ids, config.block_size, tokenizer.mask_id, config.rate,
+                             min(config.eval_windows, len(val_ids) // config.block_size))
+
+    torch.manual_seed(config.seed)
+    model = config.build_encoder(tokenizer.vocab_size).to(device)
+    optimizer = make_optimizer(model, config.lr, config.weight_decay, (config.beta1, config.beta2))
+    windows_gen = torch.Generator().manual_seed(config.seed)  # the same windows as train_gpt's
+    mask_gen = torch.Generator().manual_seed(config.seed + 1)
+    run = MLMRun(model, tokenizer, config, eval_set)
+    model.train()
+    for step in tqdm(range(config.steps), desc="training", disable=not config.progress):
+        lr = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr, "cosine")
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        tic = time.perf_counter()
+        x, _ = random_windows(train_ids, config.block_size, config.batch_size, windows_gen)  # (B, T)
+        inputs, chosen = mask_tokens(x, tokenizer.mask_id, tokenizer.vocab_size, config.rate, config.mask_prob,
+                                     config.random_prob, mask_gen)
+        with autocast(device, config.precision):
+            logits = model(inputs.to(device))  # (B, T, V + 1)
+        loss = masked_lm_loss(logits, x.to(device), chosen.to(device))
+        optimizer_step(model, optimizer, loss, config.grad_clip)
+        run.train_seconds += time.perf_counter() - tic
+        run.steps_done = step + 1
+        entry = {"step": step + 1, "loss": loss.item(), "lr": lr}
+        if (config.eval_every and (step + 1) % config.eval_every == 0) or step + 1 == config.steps:
+            result = score(encoder_logits(model, eval_set.inputs.to(device)).cpu(), eval_set)
+            entry |= {"val_loss": result["loss"], "val_accuracy": result["accuracy"]}
+        run.log.append(entry)
+    run.model = model.cpu().eval()
+    return run
