@@ -12,6 +12,7 @@ attention (chapter 20): time and peak memory of plain and tiled NumPy attention 
 backends of ``F.scaled_dot_product_attention`` against the sequence length; the saving of skipping causal
 tiles; the key-value cache and generation speed of a decoder with multi-head, grouped-query and
 multi-query attention.
+
 bpe (chapter 23): the small CPU recipe on characters and on byte-pair tokens of several vocabulary
 sizes, same model, steps, batch and context in tokens; validation bits per character on the same
 text, parameters, training time, and a sample from each.
