@@ -299,3 +299,32 @@ def plot_tile_schedule(ax: Axes, T: int, block: int, causal: bool = True) -> Axe
     n = int(schedule.sum())
     ax.set_title(f"T = {T}, tiles of {block}: {n} of {schedule.size} computed", fontsize=10)
     return ax
+
+
+def plot_token_split(ax: Axes, pieces: Sequence[bytes], title: str, fontsize: float = 11) -> Axes:
+    """A text cut into tokens (chapter 23): each token a coloured box, as many characters to a line as fit
+    in the axes at ``fontsize``; spaces show as '␣', newlines as '⏎', and a token that is not whole UTF-8
+    as its bytes."""
+    # Boxes are placed in points from the left edge (a monospaced character is 0.6 em wide), so they sit
+    # side by side whatever the figure's layout does to the axes afterwards.
+    char_points = 0.6 * fontsize
+    width = max(8, int(ax.get_position().width * ax.figure.get_figwidth() * 72 / char_points) - 2)
+    x, y = 0.0, 0
+    for i, piece in enumerate(pieces):
+        try:
+            label = "".join(char_label(c) for c in piece.decode("utf-8"))
+        except UnicodeDecodeError:
+            label = piece.hex(" ")
+        if x and x + len(label) > width:
+            x, y = 0.0, y + 1
+        ax.annotate(label, xy=(0, -y), xycoords=("axes fraction", "data"), xytext=((x + 0.5) * char_points, 0),
+                    textcoords="offset points", family="monospace", fontsize=fontsize, va="center", ha="left",
+                    bbox={"boxstyle": "square,pad=0.15", "facecolor": plt.cm.tab20(i % 20), "alpha": 0.55,
+                          "edgecolor": "none"})
+        x += len(label) + 0.6
+    ax.set_ylim(-y - 0.8, 0.8)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_xlabel("one box per token")
+    ax.set_title(title)
+    return ax

@@ -305,6 +305,26 @@ def tile_explorer(T: int = 64) -> widgets.VBox:
     return widgets.VBox([widgets.HBox([length, block, causal]), out])
 
 
+def bpe_split_explorer(tokenizer, text: str) -> widgets.VBox:
+    """A slider over the number of merges of a trained ``BPETokenizer``: ``text`` cut into tokens by the
+    first k merges, one coloured box per token (chapter 23)."""
+    from attnbook.data.bpe import BPETokenizer
+    from attnbook.plotting import plot_token_split
+
+    n = widgets.IntSlider(value=min(50, len(tokenizer.merges)), min=0, max=len(tokenizer.merges),
+                          description="merges", continuous_update=False)
+
+    def draw(k: int) -> None:
+        pieces = BPETokenizer(tokenizer.merges[:k], tokenizer.pattern).pieces(text)
+        fig, ax = plt.subplots(figsize=(9, 2.2))
+        plot_token_split(ax, pieces, f"first {k} merges: {len(pieces)} tokens for {len(text)} characters")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"k": n})
+    return widgets.VBox([n, out])
+
+
 def fill_in_blank(model, tokenizer, line: str) -> widgets.VBox:
     """A slider that hides one character of ``line`` and shows what a masked language model guesses
     there (chapter 24). ``tokenizer`` is a ``MaskedCharTokenizer``; ``model`` maps ``(1, T)`` ids to

@@ -1,5 +1,6 @@
 """Data for the book: small hand-made examples, and (Part III) the corpora the models train on."""
 
+from attnbook.data.bpe import BPETokenizer
 from attnbook.data.grades import grades_and_salaries
 from attnbook.data.masked_text import MaskedCharTokenizer
 from attnbook.data.shakespeare import DataUnavailableError, load_tinyshakespeare, tinyshakespeare_path
@@ -8,6 +9,7 @@ from attnbook.data.toy_embeddings import TOY_FEATURES, toy_word_embeddings
 
 __all__ = [
     "TOY_FEATURES",
+    "BPETokenizer",
     "CharTokenizer",
     "DataUnavailableError",
     "MaskedCharTokenizer",

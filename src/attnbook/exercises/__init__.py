@@ -31,11 +31,13 @@ from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
 from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
 from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
 from attnbook.exercises.ch20 import check_blockwise_attention, check_kv_cache_bytes, check_online_softmax
+from attnbook.exercises.ch23 import check_apply_merge, check_most_frequent_pair
 from attnbook.exercises.ch24 import check_masked_loss
 
 __all__ = [
     "Verdict",
     "check_analogy",
+    "check_apply_merge",
     "check_attend",
     "check_attention_entropy",
     "check_attention_scores",
@@ -55,6 +57,7 @@ __all__ = [
     "check_masked_attention",
     "check_masked_loss",
     "check_mha_parameters",
+    "check_most_frequent_pair",
     "check_offset_weights",
     "check_pairwise_cosine_similarity",
     "check_self_attention",

@@ -21,8 +21,9 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from attnbook._files import atomic_write
+from attnbook.data.bpe import BPETokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
-from attnbook.data.text import CharTokenizer, random_windows, sequential_windows, split
+from attnbook.data.text import CharTokenizer, random_windows, sequential_windows
 from attnbook.torch.feedforward import ACTIVATIONS
 from attnbook.torch.transformer import GPT, GPTConfig, GPTShape
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
@@ -37,7 +38,8 @@ from attnbook.training.trainer import make_optimizer, optimizer_step
 MODEL_FIELDS = tuple(f.name for f in fields(GPTShape))
 DATA_FIELDS = ("batch_size", "seed")
 # What a checkpoint written by train_gpt holds.
-CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "chars", "log", "train_seconds")
+# (the tokenizer's keys besides: "chars", or "bpe_merges" and "bpe_pattern")
+CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "log", "train_seconds")
 
 
 @dataclass
@@ -130,7 +132,7 @@ class GPTRun:
     """
 
     model: GPT
-    tokenizer: CharTokenizer
+    tokenizer: CharTokenizer | BPETokenizer
     config: GPTRunConfig
     log: list[dict[str, float]] = field(default_factory=list)
     train_seconds: float = 0.0
@@ -157,10 +159,37 @@ def evaluate_loss(model: GPT, data: torch.Tensor, block_size: int, batch_size: i
     return total / count
 
 
+@torch.no_grad()
+def bits_per_character(model: GPT, ids: torch.Tensor, tokenizer: CharTokenizer | BPETokenizer,
+                       batch_size: int = 64) -> float:
+    """Total cross-entropy of every token of ``ids`` after the first, in bits, over the number of
+    characters those tokens spell (chapter 23): a loss that compares models with different tokenizers.
+
+    ``ids`` ``(N,)`` is cut into consecutive windows of the model's context (the last one shorter), so
+    each token is predicted once, from the tokens before it in its window.
+    """
+    was_training = model.training
+    model.eval()
+    T = model.config.block_size
+    starts = list(range(0, len(ids) - 1, T))
+    total = 0.0
+    for i in range(0, len(starts), batch_size):
+        group = starts[i:i + batch_size]
+        full = [s for s in group if s + T + 1 <= len(ids)]
+        parts = [torch.stack([ids[s:s + T + 1] for s in full])] if full else []
+        parts += [ids[s:][None] for s in group if s + T + 1 > len(ids)]  # the shorter last window
+        for windows in parts:  # (B, T' + 1)
+            logits = model(windows[:, :-1])
+            total += F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten(), reduction="sum").item()
+    model.train(was_training)
+    per_token = tokenizer.char_counts() if isinstance(tokenizer, BPETokenizer) else torch.ones(tokenizer.vocab_size)
+    return total / float(per_token[ids[1:]].sum()) / math.log(2)
+
+
 def _state(model, optimizer, generator, step, config, tokenizer, log, train_seconds) -> dict[str, Any]:
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
             "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "config": asdict(config),
-            "chars": tokenizer.chars, "log": log, "train_seconds": train_seconds}
+            **_tokenizer_state(tokenizer), "log": log, "train_seconds": train_seconds}
 
 
 def _require_keys(state: dict[str, Any], keys: tuple[str, ...], path: str | os.PathLike) -> None:
@@ -170,19 +199,35 @@ def _require_keys(state: dict[str, Any], keys: tuple[str, ...], path: str | os.P
                          f"(it has {', '.join(map(repr, sorted(map(str, state)))) or 'nothing'})")
 
 
-def load_gpt(path: str | os.PathLike) -> tuple[GPT, CharTokenizer]:
+def _tokenizer_state(tokenizer: CharTokenizer | BPETokenizer) -> dict[str, Any]:
+    if isinstance(tokenizer, BPETokenizer):
+        return {"bpe_merges": [list(m) for m in tokenizer.merges], "bpe_pattern": tokenizer.pattern}
+    return {"chars": tokenizer.chars}
+
+
+def _tokenizer_keys(state: dict[str, Any]) -> tuple[str, ...]:
+    # A checkpoint holds either a character alphabet or byte-pair merges (chapter 23).
+    return ("bpe_merges", "bpe_pattern") if "bpe_merges" in state else ("chars",)
+
+
+def load_gpt(path: str | os.PathLike) -> tuple[GPT, CharTokenizer | BPETokenizer]:
     """The model and tokenizer of a checkpoint written by ``train_gpt``, on the CPU in eval mode."""
     state = load_checkpoint(path)
-    _require_keys(state, ("model", "config", "chars"), path)
-    tokenizer = CharTokenizer(state["chars"])
+    _require_keys(state, ("model", "config") + _tokenizer_keys(state), path)
+    tokenizer = (BPETokenizer([tuple(m) for m in state["bpe_merges"]], state["bpe_pattern"])
+                 if "bpe_merges" in state else CharTokenizer(state["chars"]))
     model = GPT(GPTRunConfig(**state["config"]).model_config(tokenizer.vocab_size))
     model.load_state_dict(state["model"])
     return model.eval(), tokenizer
 
 
 def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = False,
-              stop_after: int | None = None) -> GPTRun:
+              stop_after: int | None = None, tokenizer: CharTokenizer | BPETokenizer | None = None) -> GPTRun:
     """Train a GPT on ``text`` (Tiny Shakespeare by default) as ``config`` says.
+
+    ``tokenizer`` defaults to the characters of ``text``; a ``BPETokenizer`` (chapter 23) trains on its
+    tokens instead. The text is split 90/10 by characters before encoding, so every tokenizer is
+    validated on the same passage.
 
     ``resume=True`` continues from ``config.out_dir/ckpt.pt``; ``stop_after`` ends the run after that
     step, as an interruption would (a checkpoint is written there first when ``out_dir`` is set).
@@ -201,8 +246,8 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     if info.enabled and device.type == "cuda":
         device = torch.device("cuda", info.local_rank)
     text = load_tinyshakespeare() if text is None else text
-    tokenizer = CharTokenizer.from_text(text)
-    train_ids, val_ids = split(tokenizer.encode(text), 0.9)
+    tokenizer = CharTokenizer.from_text(text) if tokenizer is None else tokenizer
+    train_ids, val_ids = split_text_ids(text, tokenizer, 0.9)
 
     torch.manual_seed(config.seed)
     model = GPT(config.model_config(tokenizer.vocab_size)).to(device)
@@ -252,6 +297,16 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     return run
 
 
+def split_text_ids(text: str, tokenizer: CharTokenizer | BPETokenizer,
+                   train_fraction: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``train_fraction`` of the characters of ``text`` and the rest, each encoded: for
+    characters this equals ``split(tokenizer.encode(text))``; for BPE the cut falls on the same character."""
+    if not 0 < train_fraction < 1:
+        raise ValueError(f"train_fraction must lie strictly between 0 and 1; got {train_fraction}")
+    n = int(train_fraction * len(text))
+    return tokenizer.encode(text[:n]), tokenizer.encode(text[n:])
+
+
 def _save(run: GPTRun, optimizer, generator, out_dir: Path) -> None:
     save_checkpoint(_state(run.model, optimizer, generator, run.steps_done, run.config, run.tokenizer, run.log,
                            run.train_seconds), out_dir / "ckpt.pt")
@@ -263,7 +318,7 @@ def _resume(run: GPTRun, optimizer, generator, out_dir: Path | None) -> int:
         raise ValueError("resume=True needs config.out_dir, the folder of the checkpoint to resume from")
     path = out_dir / "ckpt.pt"
     state = load_checkpoint(path)
-    _require_keys(state, CHECKPOINT_KEYS, path)
+    _require_keys(state, CHECKPOINT_KEYS + _tokenizer_keys(state), path)
     saved = state["config"]
     defaults = GPTRunConfig()
     # Every field that shapes the model or the data, compared before anything is loaded or written.
@@ -276,8 +331,8 @@ def _resume(run: GPTRun, optimizer, generator, out_dir: Path | None) -> int:
     if state["step"] > run.config.steps:
         raise ValueError(f"steps = {run.config.steps} is below the checkpoint's step {state['step']}; resume with "
                          f"steps of at least {state['step']} (the run has already trained that far)")
-    if state["chars"] != run.tokenizer.chars:
-        raise ValueError("the checkpoint was trained on a text with another alphabet")
+    if {k: state.get(k) for k in _tokenizer_state(run.tokenizer)} != _tokenizer_state(run.tokenizer):
+        raise ValueError("the checkpoint was trained with another tokenizer (another alphabet or other merges)")
     run.model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])
