@@ -246,7 +246,7 @@ def bench_mlm(preset_name: str, steps: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="which", required=True)
-    s2s = sub.add_parser("seq2seq", help="train the chapter 16 tasks to 99% exact match")
+    s2s = sub.add_parser("seq2seq", help="train the chapter 16 tasks to 99%% exact match")
     s2s.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     s2s.add_argument("--max-steps", type=int, default=5000)
     gpt = sub.add_parser("gpt", help="the small CPU recipe on Tiny Shakespeare; throughput; generation")
