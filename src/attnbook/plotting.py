@@ -328,3 +328,63 @@ def plot_token_split(ax: Axes, pieces: Sequence[bytes], title: str, fontsize: fl
     ax.set_xlabel("one box per token")
     ax.set_title(title)
     return ax
+
+
+def rotation(angle_deg: float) -> np.ndarray:
+    """The 2-D rotation by ``angle_deg`` degrees, as a ``(2, 2)`` matrix acting on row vectors from the right."""
+    t = np.radians(angle_deg)
+    return np.array([[np.cos(t), np.sin(t)], [-np.sin(t), np.cos(t)]])
+
+
+def plot_query_map(
+    ax_space: Axes, ax_weights: Axes, e: np.ndarray, Z: np.ndarray, W_q: np.ndarray, W_k: np.ndarray,
+    angle_deg: float, scale: float,
+) -> np.ndarray:
+    """One 2-D query against its keys after rotating ``W_q`` by ``angle_deg`` and scaling it by ``scale``
+    (chapter 5). Left, the attention space; right, the weights. Returns the weights, shape ``(T,)``.
+
+    The query is ``q = e (scale W_q R)`` with ``R`` the rotation; the keys ``Z W_k`` do not move.
+    """
+    from attnbook.numpy import softmax
+
+    q = e @ (scale * W_q @ rotation(angle_deg))
+    K = Z @ W_k
+    alpha = softmax(K @ q / np.sqrt(len(q)))
+    T = len(K)
+    colors = [f"C{t + 1}" for t in range(T)]
+    draw_vectors(ax_space, [q, *K], ["q", *[f"k{t + 1}" for t in range(T)]], ["C0", *colors], limit=3.0)
+    ax_space.set_title(f"attention space: W_q rotated {angle_deg:g}°, scaled {scale:g}")
+    ax_weights.bar(range(T), alpha, color=colors)
+    for t, a in enumerate(alpha):
+        ax_weights.text(t, a + 0.02, f"{a:.2f}", ha="center", fontsize=9)
+    ax_weights.set_xticks(range(T), [f"k{t + 1}\nq·k={s:.2f}" for t, s in enumerate(K @ q)])
+    ax_weights.set_ylim(0, 1.1)
+    ax_weights.set_xlabel("key (with its raw score)")
+    ax_weights.set_ylabel("attention weight α")
+    ax_weights.set_title("α = softmax(q · k / √2)")
+    return alpha
+
+
+def plot_score_landscape(ax: Axes, scorer, q: np.ndarray, title: str, limit: float = 2.0, n: int = 81) -> np.ndarray:
+    """The score ``s(q, k)`` of one 2-D query for every key ``k`` of a square grid (chapter 7).
+
+    ``scorer`` maps queries ``(1, 2)`` and keys ``(m, 2)`` to scores ``(1, m)``. Returns the scores on the
+    grid, shape ``(n, n)``: row ``i`` holds the keys with second coordinate ``grid[i]``.
+    """
+    grid = np.linspace(-limit, limit, n)
+    k1, k2 = np.meshgrid(grid, grid)
+    keys = np.stack([k1.ravel(), k2.ravel()], axis=1)  # (n * n, 2)
+    S = np.asarray(scorer(q[None, :], keys)).reshape(n, n)
+    bound = float(np.abs(S).max()) or 1.0
+    image = ax.imshow(S, origin="lower", extent=(-limit, limit, -limit, limit), cmap="RdBu_r",
+                      vmin=-bound, vmax=bound)
+    ax.contour(grid, grid, S, levels=9, colors="0.3", linewidths=0.5)
+    ax.annotate("", xy=(q[0], q[1]), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": "black", "lw": 2})
+    ax.annotate("q", (q[0], q[1]), textcoords="offset points", xytext=(5, 5), fontsize=12)
+    ax.set_xlim(-limit, limit)
+    ax.set_ylim(-limit, limit)
+    ax.set_xlabel("key, first coordinate")
+    ax.set_ylabel("key, second coordinate")
+    ax.set_title(title)
+    plt.colorbar(image, ax=ax, label="score s(q, k)", fraction=0.046)
+    return S

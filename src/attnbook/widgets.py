@@ -356,3 +356,80 @@ def fill_in_blank(model, tokenizer, line: str) -> widgets.VBox:
     box = widgets.VBox([position, out])
     box.probs = probs  # (T, V): the distribution at each hidden position, for checks
     return box
+
+
+def query_map_explorer(e: np.ndarray, Z: np.ndarray, W_q: np.ndarray, W_k: np.ndarray) -> widgets.VBox:
+    """Sliders that rotate and scale the query map ``W_q`` of a 2-D single-query example (chapter 5).
+
+    The keys stay put; rotating ``W_q`` changes which key the query matches, scaling it only sharpens or
+    flattens the same preference.
+    """
+    from attnbook.plotting import plot_query_map
+
+    angle = _slider("rotate W_q (degrees)", 0.0, -180.0, 180.0, 15.0)
+    scale = _slider("scale W_q", 1.0, 0.25, 3.0, 0.25)
+
+    def draw(a: float, s: float) -> None:
+        fig, (ax_space, ax_weights) = plt.subplots(1, 2, figsize=(11, 4.5))
+        plot_query_map(ax_space, ax_weights, e, Z, W_q, W_k, a, s)
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"a": angle, "s": scale})
+    return widgets.VBox([widgets.HBox([angle, scale]), out])
+
+
+def score_landscape_explorer(scorers: dict, length: float = 1.0) -> widgets.VBox:
+    """A drop-down for the scoring function and sliders for a 2-D query's direction and length; the
+    figure shows the score of every key in a square of the key plane (chapter 7).
+
+    ``scorers`` takes a name to a scorer on 2-D queries and keys, such as ``attnbook.numpy.DotScore()``.
+    """
+    from attnbook.plotting import plot_score_landscape
+
+    names = list(scorers)
+    which = widgets.Dropdown(options=names, value=names[0], description="score")
+    angle = _slider("query direction (degrees)", 30.0, 0.0, 345.0, 15.0)
+    size = _slider("query length", length, 0.25, 3.0, 0.25)
+
+    def draw(name: str, a: float, r: float) -> None:
+        t = np.radians(a)
+        q = r * np.array([np.cos(t), np.sin(t)])
+        fig, ax = plt.subplots(figsize=(5.5, 4.6))
+        plot_score_landscape(ax, scorers[name], q, f"{name} score, q = ({q[0]:.2f}, {q[1]:.2f})")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"name": which, "a": angle, "r": size})
+    return widgets.VBox([which, widgets.HBox([angle, size]), out])
+
+
+def head_explorer(X: np.ndarray, tokens: list[str], heads: dict[str, tuple[np.ndarray, np.ndarray]],
+                  sharpness: float = 4.0) -> widgets.VBox:
+    """Choose a head and a query token: the token's attention over the sentence (chapter 9).
+
+    ``heads`` takes a head's name to its ``(W_q, W_k)``; the weights are
+    ``softmax(s (x W_q)(X W_k)^T)`` with the sharpening factor ``s`` on a slider.
+    """
+    from attnbook.numpy import scaled_dot_product_attention
+    from attnbook.plotting import plot_weights
+
+    names = list(heads)
+    labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
+    head = widgets.Dropdown(options=names, value=names[0], description="head")
+    token = widgets.Dropdown(options=labels, value=labels[1], description="query token")
+    factor = _slider("sharpening factor s", sharpness, 0.0, 8.0, 0.5)
+
+    def draw(name: str, label: str, s: float) -> None:
+        W_q, W_k = heads[name]
+        _, w = scaled_dot_product_attention(X @ (s * W_q), X @ W_k, X, scale=1.0)
+        i = labels.index(label)
+        fig, ax = plt.subplots(figsize=(6.5, 3.8))
+        plot_weights(ax, w[i], labels, title=f"{name}: where '{tokens[i]}' looks (s = {s:g})")
+        ax.set_xlabel("key token (attended to)")
+        ax.set_ylabel("attention weight")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"name": head, "label": token, "s": factor})
+    return widgets.VBox([widgets.HBox([head, token]), factor, out])
