@@ -299,3 +299,34 @@ def plot_tile_schedule(ax: Axes, T: int, block: int, causal: bool = True) -> Axe
     n = int(schedule.sum())
     ax.set_title(f"T = {T}, tiles of {block}: {n} of {schedule.size} computed", fontsize=10)
     return ax
+
+
+def plot_convolution_heads(ax: Axes, T: int, k: int, query: int | None = None) -> np.ndarray:
+    """Which head of the convolution-as-attention construction reads which key (chapter 10).
+
+    Cell ``(i, j)`` shows the offset ``o = j - i`` of the one-hot head that gives query ``i`` weight 1 on
+    key ``j``; blank cells get weight 0 from every head. A kernel of odd size ``k`` has heads for offsets
+    ``-(k // 2) .. k // 2``. The chosen query's row is outlined. Returns the ``(T, T)`` matrix drawn
+    (offsets, NaN where no head looks).
+    """
+    from attnbook.numpy.convolution import offset_attention_weights
+
+    offsets = list(range(-(k // 2), k // 2 + 1))
+    heads = offset_attention_weights(T, offsets)  # (k, T, T), one-hot rows
+    drawn = np.full((T, T), np.nan)
+    for o, A in zip(offsets, heads, strict=True):
+        drawn[A == 1.0] = o
+    half = max(k // 2, 1)
+    im = ax.imshow(np.ma.masked_invalid(drawn), cmap="coolwarm", vmin=-half - 0.5, vmax=half + 0.5)
+    for i, j in zip(*np.nonzero(~np.isnan(drawn)), strict=True):
+        ax.text(j, i, f"{int(drawn[i, j]):+d}", ha="center", va="center", fontsize=8)
+    if query is not None:
+        ax.add_patch(plt.Rectangle((-0.5, query - 0.5), T, 1, fill=False, edgecolor="k", lw=2))
+    ax.set_xticks(range(T))
+    ax.set_yticks(range(T))
+    ax.set_xlabel("key position j")
+    ax.set_ylabel("query position i")
+    ax.set_title(f"kernel size {k}: {k} one-hot heads", fontsize=10)
+    bar = plt.colorbar(im, ax=ax, label="offset o of the head (j = i + o)", fraction=0.046, pad=0.04)
+    bar.set_ticks(range(-half, half + 1))
+    return drawn

@@ -303,3 +303,29 @@ def tile_explorer(T: int = 64) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"t": length, "b": block, "c": causal})
     return widgets.VBox([widgets.HBox([length, block, causal]), out])
+
+
+def convolution_heads(T: int = 8) -> widgets.VBox:
+    """Sliders for the kernel size and a query position: which keys the convolution's heads read (chapter 10).
+
+    A kernel of size ``k`` is ``k`` one-hot heads, one per offset; a query reads at most ``k`` keys, fewer
+    at the edges, where the zero padding leaves a head without a key. Attention may read all ``T``.
+    """
+    from attnbook.plotting import plot_convolution_heads
+
+    size = widgets.IntSlider(value=3, min=1, max=7, step=2, description="kernel size k",
+                             continuous_update=False, style={"description_width": "initial"})
+    query = widgets.IntSlider(value=0, min=0, max=T - 1, description="query position i",
+                              continuous_update=False, style={"description_width": "initial"})
+
+    def draw(k: int, i: int) -> None:
+        fig, ax = plt.subplots(figsize=(5.5, 4.8))
+        drawn = plot_convolution_heads(ax, T, k, query=i)
+        keys = np.flatnonzero(~np.isnan(drawn[i]))
+        ax.set_title(f"kernel size {k}: query {i} reads keys {keys.min()}..{keys.max()} "
+                     f"({len(keys)} of {T}; attention could read all {T})", fontsize=9)
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"k": size, "i": query})
+    return widgets.VBox([widgets.HBox([size, query]), out])

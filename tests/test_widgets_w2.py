@@ -1,0 +1,44 @@
+"""The widgets of chapters 10, 12, 13 and 14: they build, state their controls, and draw what the math gives."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from attnbook.numpy import conv1d_as_attention, offset_attention_weights
+from attnbook.plotting import plot_convolution_heads
+from attnbook.widgets import controls, convolution_heads
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_convolution_heads_widget_states_its_controls():
+    explorer = convolution_heads(T=6)
+    assert controls(explorer) == {"kernel size k": (1, 7, 3), "query position i": (0, 5, 0)}
+
+
+@pytest.mark.parametrize("T, k", [(8, 1), (8, 3), (6, 5), (5, 7)])
+def test_convolution_heads_draws_the_heads_of_the_kernel(T, k):
+    fig, ax = plt.subplots()
+    drawn = plot_convolution_heads(ax, T, k, query=0)
+    offsets = list(range(-(k // 2), k // 2 + 1))
+    heads = offset_attention_weights(T, offsets)
+    # Each drawn cell is read by exactly one head, the one whose offset it shows.
+    np.testing.assert_array_equal(~np.isnan(drawn), heads.sum(axis=0) == 1)
+    for o, A in zip(offsets, heads, strict=True):
+        np.testing.assert_array_equal(drawn == o, A == 1)
+    np.testing.assert_array_equal(ax.images[0].get_array().mask, np.isnan(drawn))
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+
+
+def test_convolution_heads_band_is_where_a_convolution_reads():
+    # Output i of a convolution changes when input j changes exactly where the band is drawn.
+    T, k = 7, 5
+    fig, ax = plt.subplots()
+    drawn = plot_convolution_heads(ax, T, k)
+    kernel = np.ones((1, 1, k))
+    influence = np.stack([conv1d_as_attention(np.eye(T)[:, [j]], kernel)[:, 0] for j in range(T)], axis=1)
+    np.testing.assert_array_equal(influence != 0, ~np.isnan(drawn))
