@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from attnbook.numpy import conv1d_as_attention, offset_attention_weights
-from attnbook.plotting import plot_convolution_heads
-from attnbook.widgets import controls, convolution_heads
+from attnbook.plotting import plot_convolution_heads, plot_decoder_dependence
+from attnbook.widgets import controls, convolution_heads, decoder_dependence
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +42,45 @@ def test_convolution_heads_band_is_where_a_convolution_reads():
     kernel = np.ones((1, 1, k))
     influence = np.stack([conv1d_as_attention(np.eye(T)[:, [j]], kernel)[:, 0] for j in range(T)], axis=1)
     np.testing.assert_array_equal(influence != 0, ~np.isnan(drawn))
+
+
+def _decoder_influence():
+    import torch
+
+    import attnbook.torch as at
+
+    torch.manual_seed(1)
+    T, S, d = 6, 5, 8
+    dec = at.DecoderBlock(d, 2, 16).double()
+    x = torch.randn(1, T, d, dtype=torch.float64)
+    mem = torch.randn(1, S, d, dtype=torch.float64)
+    mem_mask = torch.tensor([[[True] * 3 + [False] * 2]])
+
+    def influence(f, inputs):
+        J = torch.autograd.functional.jacobian(f, inputs)
+        return J[0, :, :, 0].pow(2).sum(dim=(1, 3)).sqrt().numpy()
+
+    return (influence(lambda inp: dec(inp, mem, memory_mask=mem_mask), x),
+            influence(lambda m: dec(x, m, memory_mask=mem_mask), mem))
+
+
+def test_decoder_dependence_widget_states_its_controls():
+    self_inf, mem_inf = _decoder_influence()
+    assert controls(decoder_dependence(self_inf, mem_inf)) == {"target position t": (0, 5, 0)}
+
+
+@pytest.mark.parametrize("t", [0, 2, 5])
+def test_decoder_dependence_draws_the_causal_row_and_the_real_source(t):
+    self_inf, mem_inf = _decoder_influence()
+    fig, (a, b) = plt.subplots(1, 2)
+    row_self, row_mem = plot_decoder_dependence(a, b, self_inf, mem_inf, t)
+    # What the causal mask and the source padding mask allow, computed from the masks themselves.
+    causal = np.tril(np.ones((6, 6), dtype=bool))[t]
+    real = np.array([True] * 3 + [False] * 2)
+    np.testing.assert_array_equal(row_self > 0, causal)
+    np.testing.assert_array_equal(row_mem > 0, real)
+    heights = sorted(round(p.get_height(), 12) for p in a.patches)
+    assert heights == sorted(round(float(v), 12) for v in self_inf[t][causal])
+    assert len(b.patches) == real.sum()
+    for ax in (a, b):
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()

@@ -330,3 +330,32 @@ def plot_convolution_heads(ax: Axes, T: int, k: int, query: int | None = None) -
     bar = plt.colorbar(im, ax=ax, label="offset o of the head (j = i + o)", fraction=0.046, pad=0.04)
     bar.set_ticks(range(-half, half + 1))
     return drawn
+
+
+def plot_decoder_dependence(ax_self: Axes, ax_mem: Axes, self_influence: np.ndarray,
+                            memory_influence: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """What decoder output ``t`` depends on: its target inputs and the memory, as bars (chapter 14).
+
+    ``self_influence`` is ``(T, T)`` and ``memory_influence`` ``(T, S)``, Jacobian norms ``|d out_t / d in_s|``
+    as ``plot_influence`` draws them. Bars are on a log scale; an exact zero is a red cross on the floor.
+    Returns the two rows drawn.
+    """
+    rows = (self_influence[t], memory_influence[t])
+    nonzero = np.concatenate([r[r > 0] for r in (self_influence, memory_influence)])
+    floor, top = nonzero.min() / 4, nonzero.max() * 2
+    labels = ("target input position s", "memory (source) position s")
+    for ax, row, xlabel in zip((ax_self, ax_mem), rows, labels, strict=True):
+        s = np.arange(len(row))
+        ax.bar(s[row > 0], row[row > 0], color="C0", label="depends")
+        ax.plot(s[row == 0], np.full(int((row == 0).sum()), floor * 1.5), "x", color="C3", ms=9, mew=2,
+                label="exactly 0")
+        ax.set_yscale("log")
+        ax.set_ylim(floor, top)
+        ax.set_xticks(s)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"|d out_{t} / d in_s|")
+        ax.legend(loc="upper right", fontsize=8)
+    n_self, n_mem = int((rows[0] > 0).sum()), int((rows[1] > 0).sum())
+    ax_self.set_title(f"output {t} on the target: {n_self} of {len(rows[0])} positions", fontsize=10)
+    ax_mem.set_title(f"output {t} on the memory: {n_mem} of {len(rows[1])} positions", fontsize=10)
+    return rows

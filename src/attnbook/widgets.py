@@ -329,3 +329,25 @@ def convolution_heads(T: int = 8) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"k": size, "i": query})
     return widgets.VBox([widgets.HBox([size, query]), out])
+
+
+def decoder_dependence(self_influence: np.ndarray, memory_influence: np.ndarray) -> widgets.VBox:
+    """A slider for the target position ``t``: what decoder output ``t`` depends on (chapter 14).
+
+    Masked self-attention lets output ``t`` read target inputs ``0 .. t`` only; cross-attention lets it read
+    every real source position, whatever ``t`` is. The matrices are Jacobian norms, ``(T, T)`` and ``(T, S)``.
+    """
+    from attnbook.plotting import plot_decoder_dependence
+
+    position = widgets.IntSlider(value=0, min=0, max=self_influence.shape[0] - 1,
+                                 description="target position t", continuous_update=False,
+                                 style={"description_width": "initial"})
+
+    def draw(t: int) -> None:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+        plot_decoder_dependence(a, b, self_influence, memory_influence, t)
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"t": position})
+    return widgets.VBox([position, out])
