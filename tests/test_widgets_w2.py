@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 
 from attnbook.numpy import conv1d_as_attention, offset_attention_weights
-from attnbook.plotting import plot_convolution_heads, plot_decoder_dependence
-from attnbook.widgets import controls, convolution_heads, decoder_dependence
+from attnbook.plotting import (
+    plot_convolution_heads,
+    plot_decoder_dependence,
+    plot_norm_placement,
+)
+from attnbook.widgets import (
+    controls,
+    convolution_heads,
+    decoder_dependence,
+    norm_placement_depth,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -84,3 +93,44 @@ def test_decoder_dependence_draws_the_causal_row_and_the_real_source(t):
     assert len(b.patches) == real.sum()
     for ax in (a, b):
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+
+
+def _measure(norm_first, n_layers, d=16, seed=0):
+    # The chapter's measurement, smaller: RMS leaving each block, gradient norm reaching its fc1.W.
+    import torch
+    import torch.nn.functional as F
+
+    import attnbook.torch as at
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        blocks = [at.EncoderBlock(d, 2, 2 * d, norm_first=norm_first) for _ in range(n_layers)]
+    x = torch.randn(2, 5, d, generator=gen)
+    sizes = []
+    for block in blocks:
+        x = block(x)
+        sizes.append(x.pow(2).mean().sqrt().item())
+    out = at.LayerNorm(d)(x) if norm_first else x
+    F.cross_entropy(out.reshape(-1, d), torch.randint(0, d, (10,), generator=gen)).backward()
+    return sizes, [block.ff.fc1.W.grad.norm().item() for block in blocks]
+
+
+def test_norm_placement_widget_states_its_controls():
+    runs = {n: {"post": _measure(False, n), "pre": _measure(True, n)} for n in (2, 3)}
+    assert controls(norm_placement_depth(runs)) == {"number of blocks": ((2, 3), 2)}
+
+
+def test_norm_placement_draws_the_measured_curves():
+    post, pre = _measure(False, 4), _measure(True, 4)
+    fig, (a, b) = plt.subplots(1, 2)
+    plot_norm_placement(a, b, post, pre)
+    for ax, k in ((a, 0), (b, 1)):
+        lines = ax.get_lines()
+        np.testing.assert_array_equal(lines[0].get_xdata(), [1, 2, 3, 4])
+        np.testing.assert_array_equal(lines[0].get_ydata(), post[k])
+        np.testing.assert_array_equal(lines[1].get_ydata(), pre[k])
+        assert ax.get_xlabel() and ax.get_ylabel()
+    # Post-norm ends every block in a layer norm with gamma = 1, beta = 0: RMS exactly 1 up to eps.
+    np.testing.assert_allclose(post[0], 1.0, rtol=1e-4)
+    assert f"post {post[1][-1] / post[1][0]:.2f}, pre {pre[1][-1] / pre[1][0]:.2f}" in b.get_title()

@@ -359,3 +359,27 @@ def plot_decoder_dependence(ax_self: Axes, ax_mem: Axes, self_influence: np.ndar
     ax_self.set_title(f"output {t} on the target: {n_self} of {len(rows[0])} positions", fontsize=10)
     ax_mem.set_title(f"output {t} on the memory: {n_mem} of {len(rows[1])} positions", fontsize=10)
     return rows
+
+
+def plot_norm_placement(ax_rms: Axes, ax_grad: Axes, post: tuple[Sequence[float], Sequence[float]],
+                        pre: tuple[Sequence[float], Sequence[float]]) -> None:
+    """Post-norm against pre-norm in one stack, block by block (chapter 13).
+
+    ``post`` and ``pre`` are ``(sizes, grads)``: the RMS of the vectors leaving each block and the norm of
+    the gradient reaching each block's first feed-forward weight, one entry per block.
+    """
+    blocks = np.arange(1, len(post[0]) + 1)
+    for (sizes, grads), style, label in ((post, "o-", "post-norm"), (pre, "s--", "pre-norm")):
+        ax_rms.plot(blocks, sizes, style, label=label, ms=4)
+        ax_grad.semilogy(blocks, grads, style, label=label, ms=4)
+    ax_rms.set_xlabel("block")
+    ax_rms.set_ylabel("RMS of the vectors leaving the block")
+    ax_grad.set_xlabel("block")
+    ax_grad.set_ylabel("norm of the gradient of fc1.W")
+    n = len(blocks)
+    ax_rms.set_title(f"{n} blocks: RMS after the last, post {post[0][-1]:.2f}, pre {pre[0][-1]:.2f}", fontsize=10)
+    ax_grad.set_title(f"{n} blocks: gradient last/first, post {post[1][-1] / post[1][0]:.2f}, "
+                      f"pre {pre[1][-1] / pre[1][0]:.2f}", fontsize=10)
+    for ax in (ax_rms, ax_grad):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend()

@@ -351,3 +351,26 @@ def decoder_dependence(self_influence: np.ndarray, memory_influence: np.ndarray)
 
     out = widgets.interactive_output(draw, {"t": position})
     return widgets.VBox([position, out])
+
+
+def norm_placement_depth(runs: dict[int, dict[str, tuple[list[float], list[float]]]]) -> widgets.VBox:
+    """A drop-down for the depth of a stack: post-norm against pre-norm, block by block (chapter 13).
+
+    ``runs[n]["post"]`` and ``runs[n]["pre"]`` are ``(sizes, grads)`` measured on an ``n``-block stack: the
+    RMS leaving each block and the gradient norm reaching it. The deeper the stack, the more post-norm's
+    gradients shrink towards the input and the more pre-norm's residual stream grows.
+    """
+    from attnbook.plotting import plot_norm_placement
+
+    depths = sorted(runs)
+    depth = widgets.Dropdown(options=depths, value=12 if 12 in runs else depths[0],
+                             description="number of blocks", style={"description_width": "initial"})
+
+    def draw(n: int) -> None:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+        plot_norm_placement(a, b, runs[n]["post"], runs[n]["pre"])
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"n": depth})
+    return widgets.VBox([depth, out])
