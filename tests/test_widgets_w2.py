@@ -8,12 +8,15 @@ from attnbook.numpy import conv1d_as_attention, offset_attention_weights
 from attnbook.plotting import (
     plot_convolution_heads,
     plot_decoder_dependence,
+    plot_lookup_weights,
     plot_norm_placement,
 )
 from attnbook.widgets import (
     controls,
     convolution_heads,
     decoder_dependence,
+    lookup_batch,
+    lookup_noise,
     norm_placement_depth,
 )
 
@@ -134,3 +137,30 @@ def test_norm_placement_draws_the_measured_curves():
     # Post-norm ends every block in a layer norm with gamma = 1, beta = 0: RMS exactly 1 up to eps.
     np.testing.assert_allclose(post[0], 1.0, rtol=1e-4)
     assert f"post {post[1][-1] / post[1][0]:.2f}, pre {pre[1][-1] / pre[1][0]:.2f}" in b.get_title()
+
+
+def test_lookup_widget_states_its_controls_and_draws_the_layers_weights():
+    import torch
+
+    import attnbook.torch as at
+
+    torch.manual_seed(0)
+    layer = at.MultiHeadAttention(16, 1)
+    explorer = lookup_noise(layer)
+    assert controls(explorer) == {"query noise": (0.0, 2.0, 0.3), "example": (0, 15, 0)}
+    weights, pick = lookup_batch(layer, 0.3, n=5)
+    # The same weights, computed directly from the layer's projections (one head, so no output mixing).
+    g = torch.Generator().manual_seed(1)
+    context = torch.nn.functional.normalize(torch.randn(5, 8, 16, generator=g), dim=-1)
+    chosen = torch.randint(0, 8, (5,), generator=g)
+    query = context[torch.arange(5), chosen] + 0.3 * torch.randn(5, 16, generator=g) / 4
+    with torch.no_grad():
+        q = query @ layer.W_q + layer.b_q  # (5, 16), the row convention
+        k = context @ layer.W_k + layer.b_k  # (5, 8, 16)
+        expected = torch.softmax((k @ q[:, :, None])[..., 0] / 16**0.5, dim=-1)
+    np.testing.assert_array_equal(pick, chosen.numpy())
+    np.testing.assert_allclose(weights, expected.numpy(), rtol=1e-5, atol=1e-6)
+    fig, ax = plt.subplots()
+    plot_lookup_weights(ax, weights[0], int(pick[0]), "one example")
+    np.testing.assert_allclose([p.get_height() for p in ax.patches], weights[0])
+    assert ax.get_xlabel() and ax.get_ylabel()

@@ -383,3 +383,17 @@ def plot_norm_placement(ax_rms: Axes, ax_grad: Axes, post: tuple[Sequence[float]
     for ax in (ax_rms, ax_grad):
         ax.grid(alpha=0.3, which="both")
         ax.legend()
+
+
+def plot_lookup_weights(ax: Axes, weights: np.ndarray, correct: int, title: str) -> Axes:
+    """One query's attention weights over its context vectors, the correct one highlighted (chapter 12)."""
+    colors = ["C1" if j == correct else "C0" for j in range(len(weights))]
+    ax.bar(np.arange(len(weights)), weights, color=colors)
+    ax.axhline(1 / len(weights), color="k", ls=":", lw=1, label=f"uniform, 1/{len(weights)}")
+    ax.set_ylim(0, 1)
+    ax.set_xticks(range(len(weights)))
+    ax.set_xlabel(f"context vector (orange: the one the query copies, {correct})")
+    ax.set_ylabel("attention weight")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    return ax
