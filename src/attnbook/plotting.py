@@ -388,3 +388,101 @@ def plot_score_landscape(ax: Axes, scorer, q: np.ndarray, title: str, limit: flo
     ax.set_title(title)
     plt.colorbar(image, ax=ax, label="score s(q, k)", fraction=0.046)
     return S
+
+
+def plot_convolution_heads(ax: Axes, T: int, k: int, query: int | None = None) -> np.ndarray:
+    """Which head of the convolution-as-attention construction reads which key (chapter 10).
+
+    Cell ``(i, j)`` shows the offset ``o = j - i`` of the one-hot head that gives query ``i`` weight 1 on
+    key ``j``; blank cells get weight 0 from every head. A kernel of odd size ``k`` has heads for offsets
+    ``-(k // 2) .. k // 2``. The chosen query's row is outlined. Returns the ``(T, T)`` matrix drawn
+    (offsets, NaN where no head looks).
+    """
+    from attnbook.numpy.convolution import offset_attention_weights
+
+    offsets = list(range(-(k // 2), k // 2 + 1))
+    heads = offset_attention_weights(T, offsets)  # (k, T, T), one-hot rows
+    drawn = np.full((T, T), np.nan)
+    for o, A in zip(offsets, heads, strict=True):
+        drawn[A == 1.0] = o
+    half = max(k // 2, 1)
+    im = ax.imshow(np.ma.masked_invalid(drawn), cmap="coolwarm", vmin=-half - 0.5, vmax=half + 0.5)
+    for i, j in zip(*np.nonzero(~np.isnan(drawn)), strict=True):
+        ax.text(j, i, f"{int(drawn[i, j]):+d}", ha="center", va="center", fontsize=8)
+    if query is not None:
+        ax.add_patch(plt.Rectangle((-0.5, query - 0.5), T, 1, fill=False, edgecolor="k", lw=2))
+    ax.set_xticks(range(T))
+    ax.set_yticks(range(T))
+    ax.set_xlabel("key position j")
+    ax.set_ylabel("query position i")
+    ax.set_title(f"kernel size {k}: {k} one-hot heads", fontsize=10)
+    bar = plt.colorbar(im, ax=ax, label="offset o of the head (j = i + o)", fraction=0.046, pad=0.04)
+    bar.set_ticks(range(-half, half + 1))
+    return drawn
+
+
+def plot_decoder_dependence(ax_self: Axes, ax_mem: Axes, self_influence: np.ndarray,
+                            memory_influence: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """What decoder output ``t`` depends on: its target inputs and the memory, as bars (chapter 14).
+
+    ``self_influence`` is ``(T, T)`` and ``memory_influence`` ``(T, S)``, Jacobian norms ``|d out_t / d in_s|``
+    as ``plot_influence`` draws them. Bars are on a log scale; an exact zero is a red cross on the floor.
+    Returns the two rows drawn.
+    """
+    rows = (self_influence[t], memory_influence[t])
+    nonzero = np.concatenate([r[r > 0] for r in (self_influence, memory_influence)])
+    floor, top = nonzero.min() / 4, nonzero.max() * 2
+    labels = ("target input position s", "memory (source) position s")
+    for ax, row, xlabel in zip((ax_self, ax_mem), rows, labels, strict=True):
+        s = np.arange(len(row))
+        ax.bar(s[row > 0], row[row > 0], color="C0", label="depends")
+        ax.plot(s[row == 0], np.full(int((row == 0).sum()), floor * 1.5), "x", color="C3", ms=9, mew=2,
+                label="exactly 0")
+        ax.set_yscale("log")
+        ax.set_ylim(floor, top)
+        ax.set_xticks(s)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"|d out_{t} / d in_s|")
+        ax.legend(loc="upper right", fontsize=8)
+    n_self, n_mem = int((rows[0] > 0).sum()), int((rows[1] > 0).sum())
+    ax_self.set_title(f"output {t} on the target: {n_self} of {len(rows[0])} positions", fontsize=10)
+    ax_mem.set_title(f"output {t} on the memory: {n_mem} of {len(rows[1])} positions", fontsize=10)
+    return rows
+
+
+def plot_norm_placement(ax_rms: Axes, ax_grad: Axes, post: tuple[Sequence[float], Sequence[float]],
+                        pre: tuple[Sequence[float], Sequence[float]]) -> None:
+    """Post-norm against pre-norm in one stack, block by block (chapter 13).
+
+    ``post`` and ``pre`` are ``(sizes, grads)``: the RMS of the vectors leaving each block and the norm of
+    the gradient reaching each block's first feed-forward weight, one entry per block.
+    """
+    blocks = np.arange(1, len(post[0]) + 1)
+    for (sizes, grads), style, label in ((post, "o-", "post-norm"), (pre, "s--", "pre-norm")):
+        ax_rms.plot(blocks, sizes, style, label=label, ms=4)
+        ax_grad.semilogy(blocks, grads, style, label=label, ms=4)
+    ax_rms.set_xlabel("block")
+    ax_rms.set_ylabel("RMS of the vectors leaving the block")
+    ax_grad.set_xlabel("block")
+    ax_grad.set_ylabel("norm of the gradient of fc1.W")
+    n = len(blocks)
+    ax_rms.set_title(f"{n} blocks: RMS after the last, post {post[0][-1]:.2f}, pre {pre[0][-1]:.2f}", fontsize=10)
+    ax_grad.set_title(f"{n} blocks: gradient last/first, post {post[1][-1] / post[1][0]:.2f}, "
+                      f"pre {pre[1][-1] / pre[1][0]:.2f}", fontsize=10)
+    for ax in (ax_rms, ax_grad):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend()
+
+
+def plot_lookup_weights(ax: Axes, weights: np.ndarray, correct: int, title: str) -> Axes:
+    """One query's attention weights over its context vectors, the correct one highlighted (chapter 12)."""
+    colors = ["C1" if j == correct else "C0" for j in range(len(weights))]
+    ax.bar(np.arange(len(weights)), weights, color=colors)
+    ax.axhline(1 / len(weights), color="k", ls=":", lw=1, label=f"uniform, 1/{len(weights)}")
+    ax.set_ylim(0, 1)
+    ax.set_xticks(range(len(weights)))
+    ax.set_xlabel(f"context vector (orange: the one the query copies, {correct})")
+    ax.set_ylabel("attention weight")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    return ax
