@@ -548,3 +548,49 @@ def lookup_noise(layer, T: int = 8, d: int = 16) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"s": noise, "i": example})
     return widgets.VBox([widgets.HBox([noise, example]), out])
+
+
+def next_token_distribution(logits, temperature: float, top_k: int | None):
+    """The distribution sampling draws from: ``softmax(top_k_filter(logits / temperature, top_k))`` (chapter 15).
+
+    Shapes: ``logits`` ``(V,)`` to ``(V,)``; ``top_k`` None keeps every token.
+    """
+    import torch
+
+    from attnbook.torch.decoding import top_k_filter
+
+    scaled = torch.as_tensor(logits, dtype=torch.float64) / temperature
+    if top_k is not None:
+        scaled = top_k_filter(scaled, top_k)
+    return torch.softmax(scaled, dim=-1)
+
+
+def decoding_explorer(model, prompt: list[int], vocab: list[str]) -> widgets.VBox:
+    """Sliders for the temperature and top-k over a trained GPT's next-token distribution (chapter 15).
+
+    ``prompt`` holds token ids, ``vocab`` the word of each id. Low temperatures and small ``k`` pile the
+    probability on the likeliest tokens; high temperatures spread it over wrong ones too.
+    """
+    import torch
+
+    with torch.no_grad():
+        logits = model.eval()(torch.tensor([prompt]))[0, -1]
+    temperature = _log_slider("temperature", 1.0, -1.0, 1.0)
+    k = widgets.IntSlider(value=len(vocab), min=1, max=len(vocab), description="top-k (k = V keeps all)",
+                          continuous_update=False, style={"description_width": "initial"})
+
+    def draw(t: float, top: int) -> None:
+        probs = next_token_distribution(logits, t, top).numpy()
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        ax.bar(range(len(vocab)), probs, color="C0")
+        ax.set_xticks(range(len(vocab)), vocab, rotation=45, ha="right")
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("next token")
+        ax.set_ylabel("probability")
+        context = " ".join(vocab[i] for i in prompt[-6:])
+        ax.set_title(f"after '{context}': temperature {t:.2f}, top-k {top}; largest {probs.max():.2f}")
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"t": temperature, "top": k})
+    return widgets.VBox([widgets.HBox([temperature, k]), out])
