@@ -1,4 +1,5 @@
-"""Shared test set-up: a non-interactive Matplotlib backend, and the repository root on sys.path."""
+"""Shared test set-up: a non-interactive Matplotlib backend that is emptied after every test, and the
+repository root on sys.path."""
 
 import sys
 from pathlib import Path
@@ -11,6 +12,15 @@ matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the authoring tools in tools/ are tested too
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Close every figure a test drew, so figures do not pile up across tests."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 @pytest.fixture

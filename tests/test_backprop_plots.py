@@ -2,16 +2,9 @@
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pytest
 
 from attnbook.plotting import plot_finite_difference_errors
 from attnbook.widgets import finite_difference_step
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_finite_difference_plot_fits_both_error_laws():

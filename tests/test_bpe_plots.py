@@ -1,19 +1,12 @@
 """Chapter 23's token-split figure draws one box per token, spelling the text; its widget offers the merges."""
 
 import matplotlib.pyplot as plt
-import pytest
 
 from attnbook.data.bpe import BPETokenizer
 from attnbook.plotting import plot_token_split
 from attnbook.widgets import bpe_split_explorer, controls
 
 TEXT = "the cat sat on the mat; the rat sat on the hat.\nThe end!" * 3
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_token_split_draws_every_token_in_order():

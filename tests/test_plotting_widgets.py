@@ -9,12 +9,6 @@ from attnbook.plotting import draw_vectors, plot_dot_vs_cosine, plot_matrix, plo
 from attnbook.widgets import dot_vs_cosine
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def assert_labelled(ax):
     assert ax.get_xlabel() and ax.get_ylabel(), "every axis needs a label"
 

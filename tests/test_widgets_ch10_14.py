@@ -21,12 +21,6 @@ from attnbook.widgets import (
 )
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def test_convolution_heads_widget_states_its_controls():
     explorer = convolution_heads(T=6)
     assert controls(explorer) == {"kernel size k": (1, 7, 3), "query position i": (0, 5, 0)}

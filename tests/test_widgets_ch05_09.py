@@ -20,12 +20,6 @@ from attnbook.plotting import plot_query_map, plot_score_landscape, rotation
 from attnbook.widgets import controls, head_explorer, query_map_explorer, score_landscape_explorer
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def direct_softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max())
     return e / e.sum()

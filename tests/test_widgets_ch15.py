@@ -2,17 +2,10 @@
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pytest
 import torch
 
 from attnbook.torch import GPT, GPTConfig, sample_next
 from attnbook.widgets import controls, decoding_explorer, next_token_distribution
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_next_token_distribution_is_the_renormalised_softmax_of_the_top_k():
