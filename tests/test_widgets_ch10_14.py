@@ -90,6 +90,10 @@ def test_decoder_dependence_draws_the_causal_row_and_the_real_source(t):
     assert len(b.patches) == real.sum()
     for ax in (a, b):
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    # The legend names the red cross only in a panel that draws one.
+    for ax, row in ((a, row_self), (b, row_mem)):
+        labels = [text.get_text() for text in ax.get_legend().get_texts()]
+        assert ("exactly 0" in labels) == bool((row == 0).any())
 
 
 def _measure(norm_first, n_layers, d=16, seed=0):

@@ -436,8 +436,9 @@ def plot_decoder_dependence(ax_self: Axes, ax_mem: Axes, self_influence: np.ndar
     for ax, row, xlabel in zip((ax_self, ax_mem), rows, labels, strict=True):
         s = np.arange(len(row))
         ax.bar(s[row > 0], row[row > 0], color="C0", label="depends")
-        ax.plot(s[row == 0], np.full(int((row == 0).sum()), floor * 1.5), "x", color="C3", ms=9, mew=2,
-                label="exactly 0")
+        if (row == 0).any():  # no legend entry for a marker the panel does not draw
+            ax.plot(s[row == 0], np.full(int((row == 0).sum()), floor * 1.5), "x", color="C3", ms=9, mew=2,
+                    label="exactly 0")
         ax.set_yscale("log")
         ax.set_ylim(floor, top)
         ax.set_xticks(s)
