@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from attnbook.exercises import check_rotary, check_window_mask
+from attnbook.exercises import check_apply_rotary, check_window_mask
 
 
 def window_by_loops(T, window):
@@ -30,12 +30,12 @@ def rotary_by_matrices(x, positions, base):
 
 def test_answers_computed_another_way_pass():
     assert check_window_mask(window_by_loops)
-    assert check_rotary(rotary_by_complex_numbers)
-    assert check_rotary(rotary_by_matrices)
+    assert check_apply_rotary(rotary_by_complex_numbers)
+    assert check_apply_rotary(rotary_by_matrices)
 
 
 def test_a_rotation_of_the_wrong_size_or_a_transposed_mask_fails():
-    assert not check_rotary(lambda x, positions, base: rotary_by_matrices(x, 2 * np.asarray(positions), base))
+    assert not check_apply_rotary(lambda x, positions, base: rotary_by_matrices(x, 2 * np.asarray(positions), base))
     assert not check_window_mask(lambda T, window: window_by_loops(T, window).T)  # looks ahead, not back
 
 
@@ -43,4 +43,4 @@ def test_unattempted_exercises_say_so():
     def todo(*args):
         raise NotImplementedError
 
-    assert not check_rotary(todo).attempted and not check_window_mask(todo).attempted
+    assert not check_apply_rotary(todo).attempted and not check_window_mask(todo).attempted

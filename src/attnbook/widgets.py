@@ -625,8 +625,8 @@ def rotary_figure(q: np.ndarray, k: np.ndarray, m: int, n: int, pair: int, max_o
     ax_pair.set_xlabel(f"dimension {pair}")
     ax_pair.set_ylabel(f"dimension {pair + half}")
     gap = float(np.degrees((m - n) * theta)) % 360
-    ax_pair.set_title(f"pair {pair}: theta = {theta:.3g} rad per position\nangle between them changed by "
-                      f"(m - n) theta = {gap:.0f} degrees", fontsize=9)
+    ax_pair.set_title(f"pair {pair} (faint: before rotation): theta = {theta:.3g} rad per position\n"
+                      f"angle between them changed by (m - n) theta = {gap:.0f} degrees", fontsize=9)
     offsets = np.arange(-max_offset, max_offset + 1)
     scores = [float(apply_rotary(q[None], [max_offset + o])[0] @ apply_rotary(k[None], [max_offset])[0])
               for o in offsets]

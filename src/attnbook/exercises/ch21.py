@@ -35,10 +35,6 @@ check_window_mask = Checker(
 )
 
 
-def _reference_rotary(x, positions, base):
-    return apply_rotary(x, positions, base)
-
-
 def _negative_angle(x, positions, base):
     return apply_rotary(x, -np.asarray(positions), base)
 
@@ -71,11 +67,11 @@ def _rotary_cases() -> list[Case]:
     return cases
 
 
-check_rotary = Checker(
-    name="rotary",
+check_apply_rotary = Checker(
+    name="apply_rotary",
     doc="Check ``fn(x, positions, base) -> rotated x``: ``x`` ``(T, d)``; pair ``(x_i, x_{i + d/2})`` of row ``t`` "
         "turned by ``positions[t] * base ** (-2 i / d)`` radians.",
-    reference=_reference_rotary,
+    reference=apply_rotary,
     cases=_rotary_cases(),
     mistakes=(
         Mistake(_negative_angle, "the rotation turns counter-clockwise: (a, b) goes to "
