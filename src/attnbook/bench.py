@@ -248,12 +248,41 @@ def bench_mlm(preset_name: str, steps: int) -> None:
         print(f"{name}, accuracy by quarter of the window: " + ", ".join(f"{a:.3f}" for a in by_quarter), flush=True)
 
 
-def bench_rotary(preset_name: str, steps: int, seeds: list[int], multipliers: list[int], new_tokens: int) -> None:
+def bench_sliding_cache(model: GPT, new_tokens: int, repeats: int = 3) -> None:
+    """Generation speed of a rotary model with a sliding key-value cache against recomputing the window."""
+    T = model.config.block_size
+    start = torch.zeros((1, 1), dtype=torch.long)
+    timings: dict[str, list[float]] = {"recompute": [], "sliding": []}
+    outputs = {}
+    for _ in range(repeats):  # alternated, so that both see the same load
+        for name in timings:
+            tic = time.perf_counter()
+            outputs[name] = generate(model, start, new_tokens, greedy=True, use_cache=name == "sliding",
+                                     sliding_cache=name == "sliding")
+            timings[name].append(time.perf_counter() - tic)
+    rate = {name: new_tokens / min(t) for name, t in timings.items()}
+    same = bool(torch.equal(outputs["recompute"][:, :T + 1], outputs["sliding"][:, :T + 1]))
+    with torch.no_grad():
+        window_ref = model(outputs["sliding"][:, :-1], window=T).argmax(-1)
+    print(f"generation, {new_tokens} new tokens (context {T}, {model.config.n_layers} layers, width "
+          f"{model.config.d_model}), greedy, best of {repeats}: recomputing the window {rate['recompute']:,.0f} "
+          f"tokens/s, sliding cache {rate['sliding']:,.0f} tokens/s, "
+          f"speed-up {rate['sliding'] / rate['recompute']:.2f}; "
+          f"same tokens while the window fills: {same}; sliding-cache tokens equal sliding-window attention's: "
+          f"{bool(torch.equal(window_ref, outputs['sliding'][:, 1:]))}", flush=True)
+
+
+def bench_rotary(preset_name: str, steps: int, seeds: list[int], multipliers: list[int], new_tokens: int,
+                 speed_only: bool = False) -> None:
     from attnbook.data.shakespeare import load_tinyshakespeare
     from attnbook.training.lm import loss_by_position, split_text_ids
 
     print(f"rotary benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}", flush=True)
+    if speed_only:  # the speed does not depend on the weights: an untrained model of the preset's shape
+        torch.manual_seed(0)
+        bench_sliding_cache(GPT(preset(preset_name, positions="rotary").model_config(65)).eval(), new_tokens)
+        return
     results: dict[str, list[float]] = {"learned": [], "rotary": []}
     models = {}
     for seed in seeds:
@@ -283,23 +312,8 @@ def bench_rotary(preset_name: str, steps: int, seeds: list[int], multipliers: li
         print(f"L = {m * T:4} ({m}x): all positions {full.mean():.4f} full attention, {slid.mean():.4f} "
               f"window {T}{past}", flush=True)
 
-    newline = torch.tensor([[run.tokenizer.stoi["\n"]]])
-    timings: dict[str, list[float]] = {"recompute": [], "sliding": []}
-    outputs = {}
-    for _ in range(3):  # alternated, so that both see the same load
-        for name in timings:
-            tic = time.perf_counter()
-            outputs[name] = generate(run.model, newline, new_tokens, greedy=True, use_cache=name == "sliding",
-                                     sliding_cache=name == "sliding")
-            timings[name].append(time.perf_counter() - tic)
-    rate = {name: new_tokens / min(t) for name, t in timings.items()}
-    same = bool(torch.equal(outputs["recompute"][:, :T + 1], outputs["sliding"][:, :T + 1]))
-    window_ref = run.model(outputs["sliding"][:, :-1], window=T).argmax(-1)
-    print(f"\ngeneration, {new_tokens} new tokens (context {T}), greedy: recomputing the window "
-          f"{rate['recompute']:,.0f} tokens/s, sliding cache {rate['sliding']:,.0f} tokens/s, speed-up "
-          f"{rate['sliding'] / rate['recompute']:.2f}; same tokens while the window fills: {same}; sliding-cache "
-          f"tokens equal sliding-window attention's: {bool(torch.equal(window_ref[:, :], outputs['sliding'][:, 1:]))}",
-          flush=True)
+    print()
+    bench_sliding_cache(run.model, new_tokens)
 
 
 PRESETS_WARMUP = {"tiny": 5, "notebook": 40, "cpu-small": 100}
@@ -332,9 +346,11 @@ def main(argv: list[str] | None = None) -> None:
     rotary.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     rotary.add_argument("--multipliers", type=int, nargs="+", default=[2, 4])
     rotary.add_argument("--new-tokens", type=int, default=512)
+    rotary.add_argument("--speed-only", action="store_true",
+                        help="only the generation speed, with an untrained model of the preset's shape")
     args = parser.parse_args(argv)
     if args.which == "rotary":
-        bench_rotary(args.preset, args.steps, args.seeds, args.multipliers, args.new_tokens)
+        bench_rotary(args.preset, args.steps, args.seeds, args.multipliers, args.new_tokens, args.speed_only)
         return
     if args.which == "bpe":
         bench_bpe(args.steps, args.vocab_sizes, args.char_contexts)

@@ -54,8 +54,14 @@ class KVCache:
         """
         self.seen[module] = self.seen.get(module, 0) + k.shape[-2]
         if module in self.keys:
-            k = torch.cat([self.keys[module], k], dim=-2)  # (B, h, T_seen + T_new, d_head)
-            v = torch.cat([self.values[module], v], dim=-2)
+            old_k, old_v = self.keys[module], self.values[module]
+            if self.max_length is not None and k.shape[-2] == 1:
+                # One new token sees itself and the max_length - 1 positions before it: drop the others now,
+                # so that attention gets exactly its window and needs no mask.
+                start = max(old_k.shape[-2] - (self.max_length - 1), 0)
+                old_k, old_v = old_k[..., start:, :], old_v[..., start:, :]
+            k = torch.cat([old_k, k], dim=-2)  # (B, h, T_seen + T_new, d_head)
+            v = torch.cat([old_v, v], dim=-2)
         if self.max_length is not None and k.shape[-2] > self.max_length:
             self.keys[module], self.values[module] = k[..., -self.max_length:, :], v[..., -self.max_length:, :]
         else:
