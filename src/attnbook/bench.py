@@ -19,6 +19,11 @@ text, parameters, training time, and a sample from each.
 mlm (chapter 24): the encoder-only model trained by masked language modelling and the GPT of the same
 size, steps, batches and seed, each scored on the same masked positions of the whole validation text,
 with the counting baselines.
+
+rotary (chapter 21): the same recipe with learned and with rotary positions, several seeds each, the
+validation loss as a table with mean and spread; the rotary models' loss on windows longer than they were
+trained on, with full attention and with a sliding window; generation speed with a sliding key-value
+cache against recomputing the window for every token.
 """
 
 from __future__ import annotations
@@ -243,6 +248,77 @@ def bench_mlm(preset_name: str, steps: int) -> None:
         print(f"{name}, accuracy by quarter of the window: " + ", ".join(f"{a:.3f}" for a in by_quarter), flush=True)
 
 
+def bench_sliding_cache(model: GPT, new_tokens: int, repeats: int = 3) -> None:
+    """Generation speed of a rotary model with a sliding key-value cache against recomputing the window."""
+    T = model.config.block_size
+    start = torch.zeros((1, 1), dtype=torch.long)
+    timings: dict[str, list[float]] = {"recompute": [], "sliding": []}
+    outputs = {}
+    for _ in range(repeats):  # alternated, so that both see the same load
+        for name in timings:
+            tic = time.perf_counter()
+            outputs[name] = generate(model, start, new_tokens, greedy=True, use_cache=name == "sliding",
+                                     sliding_cache=name == "sliding")
+            timings[name].append(time.perf_counter() - tic)
+    rate = {name: new_tokens / min(t) for name, t in timings.items()}
+    same = bool(torch.equal(outputs["recompute"][:, :T + 1], outputs["sliding"][:, :T + 1]))
+    with torch.no_grad():
+        window_ref = model(outputs["sliding"][:, :-1], window=T).argmax(-1)
+    print(f"generation, {new_tokens} new tokens (context {T}, {model.config.n_layers} layers, width "
+          f"{model.config.d_model}), greedy, best of {repeats}: recomputing the window {rate['recompute']:,.0f} "
+          f"tokens/s, sliding cache {rate['sliding']:,.0f} tokens/s, "
+          f"speed-up {rate['sliding'] / rate['recompute']:.2f}; "
+          f"same tokens while the window fills: {same}; sliding-cache tokens equal sliding-window attention's: "
+          f"{bool(torch.equal(window_ref, outputs['sliding'][:, 1:]))}", flush=True)
+
+
+def bench_rotary(preset_name: str, steps: int, seeds: list[int], multipliers: list[int], new_tokens: int,
+                 speed_only: bool = False) -> None:
+    from attnbook.data.shakespeare import load_tinyshakespeare
+    from attnbook.training.lm import loss_by_position, split_text_ids
+
+    print(f"rotary benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{platform.processor() or platform.machine()}", flush=True)
+    if speed_only:  # the speed does not depend on the weights: an untrained model of the preset's shape
+        torch.manual_seed(0)
+        bench_sliding_cache(GPT(preset(preset_name, positions="rotary").model_config(65)).eval(), new_tokens)
+        return
+    results: dict[str, list[float]] = {"learned": [], "rotary": []}
+    models = {}
+    for seed in seeds:
+        for arm in ("learned", "rotary"):
+            config = preset(preset_name, steps=steps, seed=seed, positions=arm, progress=False,
+                            eval_every=0, warmup=min(PRESETS_WARMUP.get(preset_name, 100), steps))
+            run = train_gpt(config)
+            results[arm].append(run.val_loss)
+            models[arm] = run
+            print(f"{preset_name}, {steps} steps, seed {seed}, {arm:>7} positions: validation loss "
+                  f"{run.val_loss:.4f} (training {run.train_seconds:.0f} s)", flush=True)
+    print(f"\n{'positions':>9} | " + " | ".join(f"seed {s:>4}" for s in seeds) + " |   mean |  spread (max - min)")
+    for arm, losses in results.items():
+        print(f"{arm:>9} | " + " | ".join(f"{v:9.4f}" for v in losses) + f" | {statistics.mean(losses):.4f} | "
+              f"{max(losses) - min(losses):.4f}", flush=True)
+    print(f"rotary - learned, mean: {statistics.mean(results['rotary']) - statistics.mean(results['learned']):+.4f}",
+          flush=True)
+
+    run = models["rotary"]  # the last seed's rotary model
+    T = run.config.block_size
+    _, val_ids = split_text_ids(load_tinyshakespeare(), run.tokenizer, 0.9)
+    print(f"\nrotary model (seed {seeds[-1]}), validation windows of length L, loss by position range:", flush=True)
+    for m in [1, *multipliers]:
+        full = loss_by_position(run.model, val_ids, m * T)
+        slid = loss_by_position(run.model, val_ids, m * T, window=T)
+        past = f", positions {T} and on: {full[T:].mean():.4f} full, {slid[T:].mean():.4f} window {T}" if m > 1 else ""
+        print(f"L = {m * T:4} ({m}x): all positions {full.mean():.4f} full attention, {slid.mean():.4f} "
+              f"window {T}{past}", flush=True)
+
+    print()
+    bench_sliding_cache(run.model, new_tokens)
+
+
+PRESETS_WARMUP = {"tiny": 5, "notebook": 40, "cpu-small": 100}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="which", required=True)
@@ -263,7 +339,19 @@ def main(argv: list[str] | None = None) -> None:
     mlm = sub.add_parser("mlm", help="masked language modelling against the GPT on the same masked positions")
     mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="notebook")
     mlm.add_argument("--steps", type=int, default=3000)
+    rotary = sub.add_parser("rotary", help="learned against rotary positions, several seeds; longer contexts; "
+                            "the sliding key-value cache")
+    rotary.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="cpu-small")
+    rotary.add_argument("--steps", type=int, default=2000)
+    rotary.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    rotary.add_argument("--multipliers", type=int, nargs="+", default=[2, 4])
+    rotary.add_argument("--new-tokens", type=int, default=512)
+    rotary.add_argument("--speed-only", action="store_true",
+                        help="only the generation speed, with an untrained model of the preset's shape")
     args = parser.parse_args(argv)
+    if args.which == "rotary":
+        bench_rotary(args.preset, args.steps, args.seeds, args.multipliers, args.new_tokens, args.speed_only)
+        return
     if args.which == "bpe":
         bench_bpe(args.steps, args.vocab_sizes, args.char_contexts)
         return

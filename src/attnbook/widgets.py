@@ -594,3 +594,70 @@ def decoding_explorer(model, prompt: list[int], vocab: list[str]) -> widgets.VBo
 
     out = widgets.interactive_output(draw, {"t": temperature, "top": k})
     return widgets.VBox([widgets.HBox([temperature, k]), out])
+
+
+def rotary_figure(q: np.ndarray, k: np.ndarray, m: int, n: int, pair: int, max_offset: int = 64):
+    """Rotary positions (chapter 21) for a query ``q`` at position ``m`` and a key ``k`` at position ``n``.
+
+    Left: pair ``pair`` of each, ``(x_i, x_{i + d/2})``, before (faint) and after its rotation by
+    ``position * theta_i``. Right: the score of the rotated vectors against the offset ``m - n``, with the
+    current offset marked. Returns the figure.
+    """
+    from attnbook.numpy.rotary import apply_rotary, rotary_frequencies
+
+    d = len(q)
+    half = d // 2
+    theta = rotary_frequencies(d)[pair]
+    qr, kr = apply_rotary(q[None], [m])[0], apply_rotary(k[None], [n])[0]
+    fig, (ax_pair, ax_score) = plt.subplots(1, 2, figsize=(10, 4.2))
+    limit = 1.15 * max(np.hypot(q[pair], q[pair + half]), np.hypot(k[pair], k[pair + half]))
+    for vec, rot, name, color in ((q, qr, "q", "C0"), (k, kr, "k", "C1")):
+        ax_pair.annotate("", xy=(vec[pair], vec[pair + half]), xytext=(0, 0),
+                         arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.3})
+        ax_pair.annotate("", xy=(rot[pair], rot[pair + half]), xytext=(0, 0),
+                         arrowprops={"arrowstyle": "->", "color": color, "lw": 2})
+        ax_pair.text(rot[pair], rot[pair + half], f" {name} rotated", color=color)
+    ax_pair.set_xlim(-limit, limit)
+    ax_pair.set_ylim(-limit, limit)
+    ax_pair.set_aspect("equal")
+    ax_pair.axhline(0, color="0.85", lw=0.8)
+    ax_pair.axvline(0, color="0.85", lw=0.8)
+    ax_pair.set_xlabel(f"dimension {pair}")
+    ax_pair.set_ylabel(f"dimension {pair + half}")
+    gap = float(np.degrees((m - n) * theta)) % 360
+    ax_pair.set_title(f"pair {pair} (faint: before rotation): theta = {theta:.3g} rad per position\n"
+                      f"angle between them changed by (m - n) theta = {gap:.0f} degrees", fontsize=9)
+    offsets = np.arange(-max_offset, max_offset + 1)
+    scores = [float(apply_rotary(q[None], [max_offset + o])[0] @ apply_rotary(k[None], [max_offset])[0])
+              for o in offsets]
+    ax_score.plot(offsets, scores, color="0.4")
+    ax_score.plot([m - n], [float(qr @ kr)], "o", color="C3")
+    ax_score.set_xlabel("offset m - n (query position minus key position)")
+    ax_score.set_ylabel("score: rotated q · rotated k")
+    ax_score.set_title(f"m = {m}, n = {n}: score {float(qr @ kr):.3f} (it depends on m - n only)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def rotary_explorer(q: np.ndarray, k: np.ndarray, max_position: int = 64) -> widgets.VBox:
+    """Sliders for the query's position, the key's position and the pair shown (chapter 21).
+
+    Moving both positions by the same amount leaves every pair's angle, and the score, as they were;
+    the fast pairs (small index) turn by a radian per position, the slow ones hardly at all.
+    """
+    q, k = np.asarray(q, dtype=float), np.asarray(k, dtype=float)
+
+    def slider(description: str, value: int, high: int) -> widgets.IntSlider:
+        return widgets.IntSlider(value=value, min=0, max=high, description=description, continuous_update=False,
+                                 style={"description_width": "initial"})
+
+    m = slider("query position m", 5, max_position)
+    n = slider("key position n", 2, max_position)
+    pair = slider("pair i", 0, len(q) // 2 - 1)
+
+    def draw(m_: int, n_: int, i: int) -> None:
+        rotary_figure(q, k, m_, n_, i, max_offset=max_position)
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"m_": m, "n_": n, "i": pair})
+    return widgets.VBox([widgets.HBox([m, n, pair]), out])

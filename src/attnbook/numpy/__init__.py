@@ -13,6 +13,14 @@ from attnbook.numpy.lookup import soft_lookup
 from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
 from attnbook.numpy.multihead import MultiHeadParams, merge_heads, multi_head_attention, split_heads
 from attnbook.numpy.positional import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
+from attnbook.numpy.rotary import (
+    apply_rotary,
+    apply_rotary_complex,
+    rotary_angles,
+    rotary_frequencies,
+    rotate_half,
+    sliding_window_mask,
+)
 from attnbook.numpy.scoring import (
     AdditiveScore,
     BilinearScore,
@@ -71,4 +79,10 @@ __all__ = [
     "repeat_kv",
     "tile_schedule",
     "tiled_attention",
+    "apply_rotary",
+    "apply_rotary_complex",
+    "rotary_angles",
+    "rotary_frequencies",
+    "rotate_half",
+    "sliding_window_mask",
 ]

@@ -160,6 +160,24 @@ def evaluate_loss(model: GPT, data: torch.Tensor, block_size: int, batch_size: i
 
 
 @torch.no_grad()
+def loss_by_position(model: GPT, data: torch.Tensor, length: int, batch_size: int = 16,
+                     max_batches: int | None = None, window: int | None = None) -> torch.Tensor:
+    """Mean cross-entropy (nats) at each position of non-overlapping windows of ``length`` tokens of
+    ``data``, in order: shape ``(length,)``. A model with rotary positions accepts ``length`` beyond its
+    ``block_size`` (chapter 21); ``window`` limits each position to the last ``window`` positions."""
+    was_training = model.training
+    model.eval()
+    total, count = torch.zeros(length, dtype=torch.float64), 0
+    for x, y in sequential_windows(data, length, batch_size, max_batches):
+        logits = model(x, window=window)  # (B, length, V)
+        losses = F.cross_entropy(logits.transpose(1, 2).float(), y, reduction="none")  # (B, length)
+        total += losses.sum(0).double()
+        count += len(x)
+    model.train(was_training)
+    return total / count
+
+
+@torch.no_grad()
 def bits_per_character(model: GPT, ids: torch.Tensor, tokenizer: CharTokenizer | BPETokenizer,
                        batch_size: int = 64) -> float:
     """Total cross-entropy of every token of ``ids`` after the first, in bits, over the number of
