@@ -19,6 +19,8 @@ text, parameters, training time, and a sample from each.
 mlm (chapter 24): the encoder-only model trained by masked language modelling and the GPT of the same
 size, steps, batches and seed, each scored on the same masked positions of the whole validation text,
 with the counting baselines.
+speedrun (chapter 25): seconds of training until the validation loss reaches a target, for the recipe and
+each variant of it (an optimizer, a schedule, an architecture switch), over several seeds, side by side.
 """
 
 from __future__ import annotations
@@ -263,6 +265,12 @@ def main(argv: list[str] | None = None) -> None:
     mlm = sub.add_parser("mlm", help="masked language modelling against the GPT on the same masked positions")
     mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="notebook")
     mlm.add_argument("--steps", type=int, default=3000)
+    speed = sub.add_parser("speedrun", help="seconds of training to a target validation loss, per variant and seed")
+    speed.add_argument("--variants", nargs="+", default=["baseline", "muon"])
+    speed.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    speed.add_argument("--target", type=float, default=1.89)
+    speed.add_argument("--eval-every", type=int, default=50)
+    speed.add_argument("--eval-batches", type=int, default=4, help="batches of windows in the periodic check")
     args = parser.parse_args(argv)
     if args.which == "bpe":
         bench_bpe(args.steps, args.vocab_sizes, args.char_contexts)
@@ -273,6 +281,11 @@ def main(argv: list[str] | None = None) -> None:
         from attnbook.bench_attention import bench_attention  # imported here: only this subcommand needs it
 
         bench_attention(args.lengths, args.max_plain_gib)
+    elif args.which == "speedrun":
+        from attnbook.bench_speedrun import bench_speedrun
+
+        bench_speedrun(args.variants, args.seeds, args.target, eval_every=args.eval_every,
+                       eval_batches=args.eval_batches)
     elif args.which == "mlm":
         bench_mlm(args.preset, args.steps)
     else:
