@@ -24,6 +24,9 @@ rotary (chapter 21): the same recipe with learned and with rotary positions, sev
 validation loss as a table with mean and spread; the rotary models' loss on windows longer than they were
 trained on, with full attention and with a sliding window; generation speed with a sliding key-value
 cache against recomputing the window for every token.
+
+speedrun (chapter 25): seconds of training until the validation loss reaches a target, for the recipe and
+each variant of it (an optimizer, a schedule, an architecture switch), over several seeds, side by side.
 """
 
 from __future__ import annotations
@@ -348,6 +351,12 @@ def main(argv: list[str] | None = None) -> None:
     rotary.add_argument("--new-tokens", type=int, default=512)
     rotary.add_argument("--speed-only", action="store_true",
                         help="only the generation speed, with an untrained model of the preset's shape")
+    speed = sub.add_parser("speedrun", help="seconds of training to a target validation loss, per variant and seed")
+    speed.add_argument("--variants", nargs="+", default=["baseline", "muon"])
+    speed.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    speed.add_argument("--target", type=float, default=1.89)
+    speed.add_argument("--eval-every", type=int, default=50)
+    speed.add_argument("--eval-batches", type=int, default=4, help="batches of windows in the periodic check")
     args = parser.parse_args(argv)
     if args.which == "rotary":
         bench_rotary(args.preset, args.steps, args.seeds, args.multipliers, args.new_tokens, args.speed_only)
@@ -361,6 +370,11 @@ def main(argv: list[str] | None = None) -> None:
         from attnbook.bench_attention import bench_attention  # imported here: only this subcommand needs it
 
         bench_attention(args.lengths, args.max_plain_gib)
+    elif args.which == "speedrun":
+        from attnbook.bench_speedrun import bench_speedrun
+
+        bench_speedrun(args.variants, args.seeds, args.target, eval_every=args.eval_every,
+                       eval_batches=args.eval_batches)
     elif args.which == "mlm":
         bench_mlm(args.preset, args.steps)
     else:

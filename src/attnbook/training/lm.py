@@ -29,6 +29,7 @@ from attnbook.torch.transformer import GPT, GPTConfig, GPTShape
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.distributed import init_distributed, mean_over_processes, shutdown
+from attnbook.training.muon import MuonAdamW
 from attnbook.training.schedule import lr_at
 from attnbook.training.trainer import make_optimizer, optimizer_step
 
@@ -37,6 +38,8 @@ from attnbook.training.trainer import make_optimizer, optimizer_step
 # The model's fields are GPTShape's: GPTConfig's less the vocabulary, which the text fixes.
 MODEL_FIELDS = tuple(f.name for f in fields(GPTShape))
 DATA_FIELDS = ("batch_size", "seed")
+# A checkpoint's optimizer state fits only the optimizer that wrote it.
+OPTIMIZER_FIELDS = ("optimizer",)
 # What a checkpoint written by train_gpt holds.
 # (the tokenizer's keys besides: "chars", or "bpe_merges" and "bpe_pattern")
 CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "log", "train_seconds")
@@ -60,8 +63,12 @@ class GPTRunConfig(GPTShape):
     beta1: float = 0.9
     beta2: float = 0.99
     grad_clip: float = 1.0
+    optimizer: str = "adamw"  # "adamw", or "muon": Muon on the block matrices, AdamW on the rest (chapter 25)
+    matrix_lr: float | None = None  # Muon's peak learning rate; None: lr (Muon's step is scaled to AdamW's size)
     eval_every: int = 250
     eval_batches: int = 20  # batches of validation windows per periodic evaluation
+    # Stop at the first periodic evaluation at or below this loss, then evaluate the whole split (chapter 25).
+    target_loss: float | None = None
     seed: int = 1337
     device: str = "auto"
     precision: str = "auto"
@@ -88,10 +95,19 @@ class GPTRunConfig(GPTShape):
         for name in ("beta1", "beta2"):
             if not 0 <= getattr(self, name) < 1:
                 raise bad(name, "in [0, 1)")
+        if self.optimizer not in ("adamw", "muon"):
+            raise bad("optimizer", "'adamw' or 'muon'")
+        if self.matrix_lr is not None and not self.matrix_lr > 0:
+            raise bad("matrix_lr", "None (the same as lr) or positive")
+        if self.matrix_lr is not None and self.optimizer != "muon":
+            raise ValueError(f"matrix_lr is Muon's learning rate; it needs optimizer='muon' (got {self.optimizer!r})")
         if not self.grad_clip >= 0:
             raise bad("grad_clip", "0 (no clipping) or a positive maximum gradient norm")
         if self.eval_every < 0:
             raise bad("eval_every", "0 (only at the end) or more")
+        if self.target_loss is not None and not (self.target_loss > 0 and self.eval_every > 0):
+            raise ValueError(f"target_loss needs a positive target and periodic evaluations (eval_every > 0); "
+                             f"got target_loss = {self.target_loss}, eval_every = {self.eval_every}")
         if self.activation not in ACTIVATIONS:
             raise bad("activation", f"one of {sorted(ACTIVATIONS)}")
         if self.precision not in ("auto", "bf16", "fp32"):
@@ -138,6 +154,7 @@ class GPTRun:
     train_seconds: float = 0.0
     steps_done: int = 0
     val_loss: float = math.nan
+    reached_target_at: int | None = None  # the step whose evaluation first met config.target_loss
 
     @property
     def tokens_per_second(self) -> float:
@@ -269,7 +286,7 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
 
     torch.manual_seed(config.seed)
     model = GPT(config.model_config(tokenizer.vocab_size)).to(device)
-    optimizer = make_optimizer(model, config.lr, config.weight_decay, (config.beta1, config.beta2))
+    optimizer = _make_optimizer(model, config)
     generator = torch.Generator().manual_seed(config.seed)  # draws the windows, the same on every process
     run = GPTRun(model, tokenizer, config)
     start = 0
@@ -283,7 +300,7 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     for step in bar:
         lr = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr, "cosine")
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's groups may run at another rate
         tic = time.perf_counter()
         x, y = random_windows(train_ids, config.block_size, config.batch_size, generator)  # (B, T) each
         mine = slice(info.rank * share, (info.rank + 1) * share)  # this process's share of the batch
@@ -300,6 +317,10 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
         if (config.eval_every and (step + 1) % config.eval_every == 0) or last:
             batches = None if step + 1 == config.steps else config.eval_batches  # the whole split at the end
             entry["val_loss"] = evaluate_loss(model, val_ids, config.block_size, 64, batches, device)
+            if batches is not None and config.target_loss is not None and entry["val_loss"] <= config.target_loss:
+                run.reached_target_at = step + 1  # on the fixed subset; confirmed below on the whole split
+                entry["val_loss"] = evaluate_loss(model, val_ids, config.block_size, 64, None, device)
+                last = True
             bar.set_postfix(loss=f"{loss_value:.3f}", val=f"{entry['val_loss']:.3f}")
             run.log.append(entry)
             if out_dir is not None and info.is_main:
@@ -313,6 +334,14 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     run.val_loss = next((e["val_loss"] for e in reversed(run.log) if "val_loss" in e), math.nan)
     run.model = model.cpu().eval()
     return run
+
+
+def _make_optimizer(model: GPT, config: GPTRunConfig) -> torch.optim.Optimizer | MuonAdamW:
+    betas = (config.beta1, config.beta2)
+    if config.optimizer == "muon":
+        matrix_lr = config.lr if config.matrix_lr is None else config.matrix_lr
+        return MuonAdamW(model, config.lr, matrix_lr, config.weight_decay, betas)
+    return make_optimizer(model, config.lr, config.weight_decay, betas)
 
 
 def split_text_ids(text: str, tokenizer: CharTokenizer | BPETokenizer,
@@ -339,13 +368,14 @@ def _resume(run: GPTRun, optimizer, generator, out_dir: Path | None) -> int:
     _require_keys(state, CHECKPOINT_KEYS + _tokenizer_keys(state), path)
     saved = state["config"]
     defaults = GPTRunConfig()
-    # Every field that shapes the model or the data, compared before anything is loaded or written.
-    different = {k: (saved.get(k, getattr(defaults, k)), getattr(run.config, k)) for k in MODEL_FIELDS + DATA_FIELDS
+    # Every field that shapes the model, the data or the optimizer state, compared before anything is loaded.
+    matched = MODEL_FIELDS + DATA_FIELDS + OPTIMIZER_FIELDS
+    different = {k: (saved.get(k, getattr(defaults, k)), getattr(run.config, k)) for k in matched
                  if saved.get(k, getattr(defaults, k)) != getattr(run.config, k)}
     if different:
         listed = ", ".join(f"{k}: saved {a!r}, requested {b!r}" for k, (a, b) in different.items())
-        raise ValueError(f"the checkpoint {path} was trained with another model or data ({listed}); resume with "
-                         "the saved values, or start a new run in another out_dir")
+        raise ValueError(f"the checkpoint {path} was trained with another model, data or optimizer ({listed}); "
+                         "resume with the saved values, or start a new run in another out_dir")
     if state["step"] > run.config.steps:
         raise ValueError(f"steps = {run.config.steps} is below the checkpoint's step {state['step']}; resume with "
                          f"steps of at least {state['step']} (the run has already trained that far)")

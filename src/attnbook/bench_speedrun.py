@@ -1,0 +1,94 @@
+"""``python -m attnbook.bench speedrun`` (chapter 25): seconds of training to a target validation loss.
+
+Every variant is a recipe, chapter 17's small CPU recipe with some fields replaced. Each run trains until a
+periodic evaluation on a fixed subset of the validation split (its first ``eval_batches`` batches) reaches
+the target, then evaluates the whole split. The time counted is training alone (evaluations excluded),
+the same way for every variant. Seeds are interleaved (seed 1 of every variant, then seed 2, ...) so that
+a change in the machine's load during the benchmark falls on all variants alike, and the speed-up is the
+ratio of two means measured in the same invocation.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from attnbook.training.lm import GPTRunConfig, preset, train_gpt
+
+# Each variant: the fields it changes in the recipe. "baseline" is the recipe itself.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "baseline": {},
+    # Muon on the block matrices at AdamW's rate (its steps are scaled to AdamW's size), AdamW on the rest.
+    "muon": {"optimizer": "muon"},
+}
+
+
+@dataclass
+class SpeedrunResult:
+    """One run: the seconds of training to the target (``None`` if the run ended first), the step whose
+    evaluation met it, the loss on the whole validation split when the run stopped, tokens per second."""
+
+    variant: str
+    seed: int
+    seconds: float | None
+    step: int | None
+    val_loss: float
+    tokens_per_second: float
+
+
+def speedrun(config: GPTRunConfig, target: float, variant: str = "", text: str | None = None) -> SpeedrunResult:
+    """Train ``config`` until its periodic evaluation reaches ``target`` (or its last step)."""
+    run = train_gpt(replace(config, target_loss=target, progress=False), text=text)
+    reached = run.reached_target_at is not None
+    return SpeedrunResult(variant, config.seed, run.train_seconds if reached else None, run.reached_target_at,
+                          run.val_loss, run.tokens_per_second)
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe: str = "cpu-small",
+                   eval_every: int = 50, eval_batches: int = 4, text: str | None = None,
+                   extra: dict[str, dict[str, Any]] | None = None) -> list[SpeedrunResult]:
+    """Run every variant with every seed, print one line per run and a table; return the runs."""
+    table = {**VARIANTS, **(extra or {})}
+    unknown = [v for v in variants if v not in table]
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; the variants are {sorted(table)}")
+    base = preset(recipe, eval_every=eval_every, eval_batches=eval_batches)
+    print(f"speedrun: recipe {recipe!r}, target validation loss {target} (checked every {eval_every} steps on "
+          f"{eval_batches} batches of windows, then on the whole split), torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads", flush=True)
+    results: list[SpeedrunResult] = []
+    for seed in seeds:
+        for name in variants:
+            r = speedrun(replace(base, seed=seed, **table[name]), target, name, text)
+            results.append(r)
+            seconds = "not reached" if r.seconds is None else f"{r.seconds:.1f} s at step {r.step}"
+            print(f"  {name:>12} seed {seed}: {seconds}; whole-split loss {r.val_loss:.4f}; "
+                  f"{r.tokens_per_second:,.0f} tokens/s", flush=True)
+    base_seconds = [r.seconds for r in results if r.variant == variants[0] and r.seconds is not None]
+    print(f"\n| variant | reached | seconds to {target} | steps | whole-split loss | tokens/s | "
+          f"time against {variants[0]} |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name in variants:
+        runs = [r for r in results if r.variant == name]
+        done = [r for r in runs if r.seconds is not None]
+        secs = [r.seconds for r in done]
+        ratio = (f"{statistics.mean(secs) / statistics.mean(base_seconds):.2f}"
+                 if secs and base_seconds and len(done) == len(runs) else "-")
+        steps = _spread([float(r.step) for r in done]).replace(".0", "")
+        loss = statistics.mean(r.val_loss for r in runs)
+        tps = statistics.mean(r.tokens_per_second for r in runs)
+        print(f"| {name} | {len(done)}/{len(runs)} | {_spread(secs)} | {steps} | "
+              f"{loss:.4f} | {tps:,.0f} | {ratio} |", flush=True)
+    return results
+

@@ -1,0 +1,83 @@
+"""Muon (chapter 25): the Newton-Schulz iteration against the SVD and against torch.optim.Muon's own step;
+the split of a GPT's parameters; training with Muon, and its checkpoints resuming exactly."""
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from attnbook.torch import GPT
+from attnbook.training.lm import GPTRunConfig, preset, train_gpt
+from attnbook.training.muon import CUBIC, MuonAdamW, muon_parameters, newton_schulz, polar_factor
+
+TEXT = "\n".join(f"the {w} of the {v}." for w in ("king", "queen", "crown", "night") for v in ("day", "sword")) * 60
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (5, 9), (9, 5)])
+def test_the_cubic_iteration_converges_to_the_polar_factor(shape):
+    G = torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    P = polar_factor(G)
+    torch.testing.assert_close(P @ P.T if shape[0] <= shape[1] else P.T @ P, torch.eye(min(shape), dtype=G.dtype))
+    torch.testing.assert_close(newton_schulz(G, steps=60, coefficients=CUBIC), P, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(32, 96), (96, 32)])
+def test_the_quintic_iteration_keeps_the_singular_vectors_and_lands_near_one(shape):
+    G = torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    X = newton_schulz(G)
+    U, _, Vh = torch.linalg.svd(G, full_matrices=False)
+    core = U.T @ X @ Vh.T  # diagonal if X shares G's singular vectors
+    torch.testing.assert_close(core, torch.diag(torch.diagonal(core)), rtol=0, atol=1e-10)
+    s = torch.diagonal(core)
+    assert 0.5 < s.min() and s.max() < 1.25  # near 1, not on it: the price of five steps
+    torch.testing.assert_close(newton_schulz(G.T), X.T)  # the iteration commutes with transposition
+
+
+@pytest.mark.parametrize(("adjust", "factor"), [("original", 1.0), ("match_rms_adamw", 0.2 * math.sqrt(40))])
+def test_newton_schulz_is_what_torch_optim_muon_steps_along(adjust, factor):
+    torch.manual_seed(2)
+    W = torch.nn.Parameter(torch.randn(24, 40))
+    before = W.detach().clone()
+    W.grad = torch.randn(24, 40)
+    # No momentum, no weight decay: the step is -lr times the orthogonalised gradient, times the
+    # shape's factor (1 for a wide matrix in Jordan's rule; 0.2 sqrt(max(m, n)) to match AdamW's size).
+    opt = torch.optim.Muon([W], lr=0.5, weight_decay=0.0, momentum=0.0, nesterov=False, adjust_lr_fn=adjust)
+    opt.step()
+    expected = before - 0.5 * factor * newton_schulz(W.grad, dtype=torch.bfloat16).float()
+    torch.testing.assert_close(W.detach(), expected, rtol=0, atol=1e-5)
+
+
+def test_muon_takes_the_block_matrices_and_adamw_the_rest():
+    model = GPT(preset("tiny").model_config(vocab_size=20))
+    matrices, rest = muon_parameters(model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert {names[id(p)] for p in matrices} == {n for n, p in model.named_parameters()
+                                                 if n.startswith("blocks.") and p.dim() == 2}
+    assert "tok.E" in {names[id(p)] for p in rest} and all(p.dim() == 1 for p in rest if names[id(p)] != "tok.E"
+                                                           and names[id(p)] != "pos.P")
+    assert len(matrices) + len(rest) == len(list(model.parameters()))
+    opt = MuonAdamW(model, lr=1e-3, matrix_lr=0.02, weight_decay=0.1, betas=(0.9, 0.99))
+    assert [g["lr_scale"] for g in opt.param_groups] == [pytest.approx(20.0), 1.0]
+
+
+def test_training_with_muon_lowers_the_loss_and_resumes_exactly(tmp_path):
+    config = preset("tiny", progress=False, steps=24, eval_every=8, optimizer="muon", matrix_lr=0.01)
+    whole = train_gpt(replace(config, out_dir=str(tmp_path / "a")), text=TEXT)
+    assert whole.val_loss < math.log(whole.tokenizer.vocab_size) - 0.5
+    assert whole.log[4]["lr"] == pytest.approx(1e-3)  # the schedule's rate, which AdamW's groups use
+    b = replace(config, out_dir=str(tmp_path / "b"))
+    train_gpt(b, text=TEXT, stop_after=12)
+    resumed = train_gpt(b, text=TEXT, resume=True)
+    assert [e["loss"] for e in resumed.log] == [e["loss"] for e in whole.log]
+    with pytest.raises(ValueError, match="optimizer: saved 'muon', requested 'adamw'"):
+        train_gpt(replace(b, optimizer="adamw", matrix_lr=None, steps=30), text=TEXT, resume=True)
+
+
+def test_optimizer_errors_name_what_was_expected():
+    with pytest.raises(ValueError, match="optimizer must be 'adamw' or 'muon'; got 'sgd'"):
+        GPTRunConfig(optimizer="sgd")
+    with pytest.raises(ValueError, match="matrix_lr is Muon's learning rate; it needs optimizer='muon'"):
+        GPTRunConfig(matrix_lr=0.02)
+    with pytest.raises(ValueError, match="G must be a matrix"):
+        newton_schulz(torch.ones(3))
