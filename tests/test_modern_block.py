@@ -176,7 +176,7 @@ def test_the_default_gpt_is_the_gpt2_layout():
 def _llama(**overrides) -> GPT:
     torch.manual_seed(7)
     config = dict(vocab_size=19, block_size=16, n_layers=2, n_heads=4, n_kv_heads=2, d_model=16, norm="rms",
-                  activation="swiglu", bias=False, eps=1e-6)
+                  activation="swiglu", bias=False, eps=1e-6, positions="rotary")
     m = GPT(GPTConfig(**{**config, **overrides}))
     with torch.no_grad():  # larger weights than the initialisation, gammas away from 1
         for p in m.parameters():
@@ -184,17 +184,31 @@ def _llama(**overrides) -> GPT:
     return m.eval()
 
 
+def _rotate(x: torch.Tensor) -> torch.Tensor:
+    """Rotary positions written out (rotate-half form, base 10000): pair (i, i + d/2) of row t turned by
+    t * 10000^(-2i/d)."""
+    T, d = x.shape[-2:]
+    angles = torch.arange(T, dtype=x.dtype)[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=x.dtype) / d)
+    cos, sin = torch.cos(angles), torch.sin(angles)  # (T, d/2)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
 def _by_hand(m: GPT, ids: torch.Tensor) -> torch.Tensor:
     """The Llama-style GPT assembled from torch.nn.functional, reading the model's weights."""
     c = m.config
     d_head, B, T = c.d_model // c.n_heads, *ids.shape
-    x = F.embedding(ids, m.tok.E) + m.pos.P[:T]
+    x = F.embedding(ids, m.tok.E)
+    if c.positions == "learned":
+        x = x + m.pos.P[:T]
     for blk in m.blocks:
         at = blk.self_attn
         h = F.rms_norm(x, (c.d_model,), blk.norm1.gamma, c.eps)
         q = (h @ at.q_proj.W).view(B, T, c.n_heads, d_head).transpose(1, 2)
         k = (h @ at.k_proj.W).view(B, T, c.n_kv_heads, d_head).transpose(1, 2)
         v = (h @ at.v_proj.W).view(B, T, c.n_kv_heads, d_head).transpose(1, 2)
+        if c.positions == "rotary":
+            q, k = _rotate(q), _rotate(k)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         x = x + o.transpose(1, 2).reshape(B, T, c.d_model) @ at.out_proj.W
         h = F.rms_norm(x, (c.d_model,), blk.norm3.gamma, c.eps)
@@ -204,6 +218,7 @@ def _by_hand(m: GPT, ids: torch.Tensor) -> torch.Tensor:
 
 def test_the_llama_style_gpt_matches_a_hand_assembled_reference():
     m = _llama()
+    assert m.pos is None  # rotary positions: no table
     assert not any(name.endswith(".b") or "beta" in name for name, _ in m.named_parameters())
     assert all(isinstance(blk.ff, SwiGLU) and isinstance(blk.norm1, RMSNorm) for blk in m.blocks)
     ids = torch.randint(19, (3, 16))
@@ -211,9 +226,10 @@ def test_the_llama_style_gpt_matches_a_hand_assembled_reference():
 
 
 def test_each_option_alone_matches_the_reference_where_it_applies():
-    m = _llama(n_kv_heads=4)  # multi-head attention: the reference's enable_gqa is then a no-op
-    ids = torch.randint(19, (2, 9))
-    torch.testing.assert_close(m(ids), _by_hand(m, ids), atol=1e-5, rtol=1e-5)
+    for overrides in ({"n_kv_heads": 4}, {"positions": "learned"}, {"n_kv_heads": 1, "positions": "learned"}):
+        m = _llama(**overrides)
+        ids = torch.randint(19, (2, 9))
+        torch.testing.assert_close(m(ids), _by_hand(m, ids), atol=1e-5, rtol=1e-5)
 
 
 def test_the_llama_style_gpt_caches_and_generates_as_without_the_cache():
@@ -243,7 +259,7 @@ def test_the_initialisation_scales_swiglus_output_projection_as_gpt2s():
 
 def test_a_modern_run_saves_resumes_and_loads_its_options(tmp_path):
     config = preset("tiny", progress=False, steps=16, eval_every=8, norm="rms", activation="swiglu", bias=False,
-                    n_kv_heads=1)
+                    n_kv_heads=1, positions="rotary")
     whole = train_gpt(config, text=TEXT)
     b = replace(config, out_dir=str(tmp_path))
     train_gpt(b, text=TEXT, stop_after=8)
@@ -251,7 +267,8 @@ def test_a_modern_run_saves_resumes_and_loads_its_options(tmp_path):
     sa, sb = resumed.model.state_dict(), whole.model.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sb)
     model, _ = load_gpt(tmp_path / "ckpt.pt")
-    assert (model.config.norm, model.config.activation, model.config.bias) == ("rms", "swiglu", False)
+    assert (model.config.norm, model.config.activation, model.config.bias, model.config.positions) == (
+        "rms", "swiglu", False, "rotary")
     assert isinstance(model.norm, RMSNorm) and isinstance(model.blocks[0].ff, SwiGLU)
     ids = torch.randint(whole.tokenizer.vocab_size, (2, 10))
     torch.testing.assert_close(model(ids), whole.model(ids))
@@ -263,5 +280,6 @@ def test_the_bench_arms_are_valid_and_close_in_size():
     sizes = {arm: GPT(replace(preset("cpu-small"), **kw).model_config(65)).n_params()
              for arm, kw in MODERN_ARMS.items()}
     assert all(abs(n / sizes["gpt2"] - 1) < 0.01 for n in sizes.values())
+    assert abs(sizes["llama"] / sizes["gpt2"] - 1) < 0.001
     with pytest.raises(SystemExit):
         bench_main(["modern", "--arms", "nonsense"])

@@ -15,6 +15,14 @@ from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask, token
 from attnbook.numpy.multihead import MultiHeadParams, merge_heads, multi_head_attention, split_heads
 from attnbook.numpy.positional import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
 from attnbook.numpy.rmsnorm import rms_norm
+from attnbook.numpy.rotary import (
+    apply_rotary,
+    apply_rotary_complex,
+    rotary_angles,
+    rotary_frequencies,
+    rotate_half,
+    sliding_window_mask,
+)
 from attnbook.numpy.scoring import (
     AdditiveScore,
     BilinearScore,
@@ -75,4 +83,10 @@ __all__ = [
     "tiled_attention",
     "rms_norm",
     "swiglu",
+    "apply_rotary",
+    "apply_rotary_complex",
+    "rotary_angles",
+    "rotary_frequencies",
+    "rotate_half",
+    "sliding_window_mask",
 ]

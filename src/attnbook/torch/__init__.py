@@ -25,6 +25,14 @@ from attnbook.torch.linear import Linear
 from attnbook.torch.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
 from attnbook.torch.rmsnorm import RMSNorm, rms_norm
+from attnbook.torch.rotary import (
+    apply_rotary,
+    apply_rotary_complex,
+    rotary_angles,
+    rotary_frequencies,
+    rotate_half,
+    sliding_window_mask,
+)
 from attnbook.torch.similarity import cosine_similarity, dot, pairwise_cosine_similarity
 from attnbook.torch.softmax import softmax
 from attnbook.torch.transformer import (
@@ -96,4 +104,10 @@ __all__ = [
     "rms_norm",
     "swiglu",
     "swiglu_hidden",
+    "apply_rotary",
+    "apply_rotary_complex",
+    "rotary_angles",
+    "rotary_frequencies",
+    "rotate_half",
+    "sliding_window_mask",
 ]

@@ -43,30 +43,40 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
 
 @torch.no_grad()
 def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-             greedy: bool = False, generator: torch.Generator | None = None, use_cache: bool = False) -> torch.Tensor:
+             greedy: bool = False, generator: torch.Generator | None = None, use_cache: bool = False,
+             sliding_cache: bool = False) -> torch.Tensor:
     """Algorithm 14: extend ``ids`` ``(B, T)`` by ``max_new_tokens`` tokens; returns ``(B, T + max_new_tokens)``.
 
     The model sees at most its last ``block_size`` tokens. ``use_cache=True`` keeps the keys and values of
     earlier tokens in a ``KVCache`` (chapter 17) and gives the same tokens. Once the text outgrows the
     context the window slides, every position changes, and the cache no longer helps: from then on each
     step runs the whole window, as without the cache.
+
+    ``sliding_cache=True`` (with ``use_cache``, for a model with rotary positions, chapter 21) keeps the
+    cache when the window slides: the oldest keys and values are dropped and every step still runs one
+    token. Each token then attends to the cached keys and values of the last ``block_size`` positions:
+    sliding-window attention, which equals ``model(ids, window=block_size)``. With more than one layer
+    that differs from recomputing the last window from scratch, whose earlier tokens see less context.
     """
     if ids.dim() != 2 or ids.shape[1] == 0:
         raise ValueError(f"ids must have shape (B, T) with T >= 1; got {tuple(ids.shape)}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer, 0 or more; got {max_new_tokens!r}")
+    if sliding_cache and not (use_cache and getattr(model.config, "positions", "learned") == "rotary"):
+        raise ValueError("sliding_cache=True needs use_cache=True and a model with positions='rotary' (learned "
+                         "positions change when the window slides, so their cached keys would be stale)")
     was_training = model.training
     model.eval()
     try:  # whatever happens, the model goes back to the mode it was in
         block = model.config.block_size
-        cache = KVCache() if use_cache else None
+        cache = KVCache(max_length=block if sliding_cache else None) if use_cache else None
         logits = model(ids[:, -block:], cache=cache)[:, -1, :]  # (B, V): the prediction for the next token
         for step in range(max_new_tokens):
             next_id = sample_next(logits, temperature, top_k, greedy, generator)  # (B, 1)
             ids = torch.cat([ids, next_id], dim=1)
             if step + 1 == max_new_tokens:
                 break
-            if cache is not None and cache.length < block:
+            if cache is not None and (cache.length < block or sliding_cache):
                 logits = model(next_id, cache=cache)[:, -1, :]  # only the new token goes through the model
             else:
                 # The window has slid: with learned absolute positions every token has a new position, so

@@ -19,6 +19,7 @@ from attnbook.torch.attention import masked_softmax, scaled_dot_product_attentio
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.linear import Linear
 from attnbook.torch.masks import causal_mask, combine_masks
+from attnbook.torch.rotary import apply_rotary, sliding_window_mask
 
 
 def split_heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -90,12 +91,15 @@ class MultiHeadAttention(nn.Module):
     ``n_kv_heads`` (default ``n_heads``) projects keys and values to fewer heads, each shared by a group
     of ``n_heads / n_kv_heads`` query heads: grouped-query attention, multi-query for ``n_kv_heads = 1``
     (chapter 20); the cache then holds ``n_kv_heads`` heads.
+    ``rotary=True`` (self-attention only) rotates every head's queries and keys by their absolute positions
+    (rotary position embeddings, base 10000, chapter 21): ``0 .. T-1``, or after the positions that went
+    through the cache; a sliding cache (``KVCache(max_length=...)``) limits attention to its window.
     Unless the weights are asked for, it calls PyTorch's fused ``scaled_dot_product_attention``, which
     gives the same result faster, masks and attention dropout included.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0,
-                 bias: bool = True, n_kv_heads: int | None = None) -> None:
+                 bias: bool = True, n_kv_heads: int | None = None, rotary: bool = False) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         check_heads(d_model, n_heads, n_kv_heads)
@@ -103,6 +107,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"dropout must lie in [0, 1); got {dropout}")
         d_kv = d_model if d_kv is None else d_kv
         self.d_model, self.n_heads, self.n_kv_heads, self.dropout = d_model, n_heads, n_kv_heads, dropout
+        self.rotary = rotary
         self.record = False  # set by attnbook.torch.inspect.record_attention
         self.last_weights: torch.Tensor | None = None
         d_kv_out = n_kv_heads * (d_model // n_heads)
@@ -130,6 +135,9 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if cache is not None and x_kv is not None and x_kv is not x_q:
             raise ValueError("a KVCache serves self-attention only; got a separate x_kv")
+        if self.rotary and x_kv is not None and x_kv is not x_q:
+            raise ValueError("rotary positions serve self-attention only (queries and keys at the same positions); "
+                             "got a separate x_kv")
         x_kv = x_q if x_kv is None else x_kv
         require_tensor("x_q", x_q)
         require_tensor("x_kv", x_kv)
@@ -139,9 +147,18 @@ class MultiHeadAttention(nn.Module):
         q = _heads(self.q_proj(x_q), self.n_heads)  # (B, h, T_q, d_head)
         k = _heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, h_kv, T_new, d_head)
         v = _heads(self.v_proj(x_kv), self.n_kv_heads)
+        if self.rotary:
+            # The new tokens sit after every position that went through the cache (dropped ones included).
+            start = cache.seen.get(self, 0) if cache is not None else 0
+            positions = torch.arange(start, start + q.shape[-2], device=q.device)
+            q, k = apply_rotary(q, positions), apply_rotary(k, positions)  # cached keys stay rotated
         if cache is not None:
             k, v = cache.update(self, k, v)  # (B, h_kv, T_seen + T_new, d_head)
         T_q, T_k = q.shape[-2], k.shape[-2]
+        if cache is not None and cache.max_length is not None and T_k > cache.max_length:
+            # A sliding cache: each query sees the last max_length positions, itself included.
+            window = sliding_window_mask(T_q, T_k, window=cache.max_length).to(x_q.device)
+            mask = window if mask is None else combine_masks(as_mask(mask).to(x_q.device), window)
         need_weights = need_weights or self.record
         # The fused kernel builds the square causal mask itself; any other mask is passed in whole.
         fused_causal = causal and mask is None and T_q == T_k and not need_weights

@@ -21,6 +21,7 @@ from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
 from attnbook.torch.masks import token_padding_mask
 from attnbook.torch.rmsnorm import make_norm
+from attnbook.torch.rotary import sliding_window_mask
 
 
 def _check_at_least_one(config: object, *names: str) -> None:
@@ -208,6 +209,7 @@ class GPTShape:
     bias: bool = True  # biases in linear layers and layer norms, as in GPT-2; nanoGPT's recipes leave them out
     n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
     norm: str = "layer"  # "layer": LayerNorm, as in GPT-2; "rms": RMSNorm, as in Llama (chapter 22)
+    positions: str = "learned"  # "learned": a table added to the embeddings; "rotary": rotated q, k (chapter 21)
 
     def __post_init__(self) -> None:
         _check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
@@ -216,6 +218,12 @@ class GPTShape:
             raise ValueError(f"norm must be one of {list(NORMS)}; got {self.norm!r}")
         if self.activation not in GPT_ACTIVATIONS:
             raise ValueError(f"activation must be one of {list(GPT_ACTIVATIONS)}; got {self.activation!r}")
+        if self.positions not in ("learned", "rotary"):
+            raise ValueError(f"positions must be 'learned' (a learned table added to the embeddings) or 'rotary' "
+                             f"(queries and keys rotated, chapter 21); got {self.positions!r}")
+        if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"rotary positions turn pairs of dimensions, so d_head = d_model / n_heads must be "
+                             f"even; got d_head = {self.d_model // self.n_heads}")
 
 
 @dataclass(kw_only=True)
@@ -238,17 +246,25 @@ class GPT(nn.Module):
     ``forward(ids, cache=None)``: ``(B, T)`` ids, ``T <= block_size``, to ``(B, T, vocab_size)`` logits;
     position ``t`` sees positions ``0 .. t`` only. With a ``KVCache``, ``ids`` continue the tokens already
     cached: they take the positions after them, and attend to them without recomputing them.
+
+    With ``positions="rotary"`` (chapter 21) there is no position table: every attention rotates its
+    queries and keys by their absolute positions, so ``T`` is not limited by ``block_size`` (the model was
+    trained on that many, though), and a sliding ``KVCache(max_length=...)`` may drop old positions.
+    ``window`` (without a cache) lets each position see only the last ``window`` positions, itself
+    included: what a sliding cache of that length computes.
     """
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         c = self.config = config
         self.tok = TokenEmbedding(c.vocab_size, c.d_model)
-        self.pos = LearnedPositions(c.block_size, c.d_model)
+        # Rotary positions live inside attention; the learned table is left out, not merely unused.
+        self.pos = LearnedPositions(c.block_size, c.d_model) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
-                         eps=c.eps, cross_attention=False, bias=c.bias, n_kv_heads=c.n_kv_heads, norm=c.norm)
+                         eps=c.eps, cross_attention=False, bias=c.bias, n_kv_heads=c.n_kv_heads,
+                         rotary=c.positions == "rotary", norm=c.norm)
             for _ in range(c.n_layers))
         self.norm = make_norm(c.norm, c.d_model, c.eps, c.bias)
         self.reset_parameters()
@@ -264,19 +280,29 @@ class GPT(nn.Module):
                 std = 0.02 / math.sqrt(2 * self.config.n_layers) if name.endswith(("out_proj.W", "fc2.W")) else 0.02
                 nn.init.normal_(p, 0.0, std)
 
-    def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, cache: KVCache | None = None, window: int | None = None) -> torch.Tensor:
         if ids.dim() != 2:
             raise ValueError(f"ids must have shape (B, T); got {tuple(ids.shape)}")
         B, T = ids.shape
-        offset = cache.length if cache is not None else 0
-        if offset + T > self.config.block_size:
-            seen = f" after {offset} cached tokens" if offset else ""
-            raise ValueError(f"sequence of length {T}{seen} is longer than block_size = {self.config.block_size}")
-        x = self.drop(self.tok(ids) + self.pos(T, offset))  # (B, T, d_model)
+        if window is not None and cache is not None:
+            raise ValueError("window applies to a forward pass without a cache; for a sliding cache use "
+                             "KVCache(max_length=window)")
+        if self.pos is None:  # rotary: positions enter inside attention, and any length runs
+            x = self.drop(self.tok(ids))  # (B, T, d_model)
+        else:
+            if cache is not None and cache.max_length is not None:
+                raise ValueError("a sliding KVCache (max_length set) needs positions='rotary': with learned "
+                                 "positions every cached token changes position when the window slides")
+            offset = cache.length if cache is not None else 0
+            if offset + T > self.config.block_size:
+                seen = f" after {offset} cached tokens" if offset else ""
+                raise ValueError(f"sequence of length {T}{seen} is longer than block_size = {self.config.block_size}")
+            x = self.drop(self.tok(ids) + self.pos(T, offset))  # (B, T, d_model)
+        self_mask = None if window is None else sliding_window_mask(T, window=window).to(ids.device)
         for block in self.blocks:
-            x = block(x, cache=cache)
+            x = block(x, self_mask=self_mask, cache=cache)
         return self.norm(x) @ self.tok.E.T  # (B, T, vocab_size): the unembedding is the embedding, tied
 
     def n_params(self, include_positions: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
-        return n if include_positions else n - self.pos.P.numel()
+        return n if include_positions or self.pos is None else n - self.pos.P.numel()
