@@ -487,3 +487,32 @@ def plot_lookup_weights(ax: Axes, weights: np.ndarray, correct: int, title: str)
     ax.set_title(title, fontsize=10)
     ax.legend(loc="upper right", fontsize=8)
     return ax
+
+
+def plot_norm_outputs(axes: Sequence[Axes], x: np.ndarray, shift: float, scale: float,
+                      eps: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
+    """Bars of ``scale * x + shift`` and of its LayerNorm and RMSNorm (unit gain, no bias) on three axes
+    (chapter 22). Returns the two normalised vectors ``(layer, rms)``, each of the shape of ``x``."""
+    import torch
+
+    from attnbook.numpy import rms_norm
+    from attnbook.torch import layer_norm
+
+    z = scale * np.asarray(x, dtype=float) + shift
+    d = z.shape[-1]
+    layer = layer_norm(torch.from_numpy(z), torch.ones(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64),
+                       eps).numpy()
+    rms = rms_norm(z, np.ones(d), eps)
+    i = np.arange(d)
+    for ax, values, title, colour in zip(
+            axes, (z, layer, rms),
+            (f"input {scale:g} x + {shift:g}", "LayerNorm (mean 0, variance 1)", "RMSNorm (mean square 1)"),
+            ("tab:gray", "tab:blue", "tab:orange"), strict=True):
+        ax.bar(i, values, color=colour)
+        ax.axhline(0.0, color="black", lw=0.8)
+        ax.set_xlabel("component $i$")
+        ax.set_ylabel("value")
+        ax.set_title(title, fontsize=10)
+    for ax in axes[1:]:
+        ax.set_ylim(-3.2, 3.2)
+    return layer, rms

@@ -661,3 +661,22 @@ def rotary_explorer(q: np.ndarray, k: np.ndarray, max_position: int = 64) -> wid
 
     out = widgets.interactive_output(draw, {"m_": m, "n_": n, "i": pair})
     return widgets.VBox([widgets.HBox([m, n, pair]), out])
+def norm_shift_scale(x: np.ndarray) -> widgets.VBox:
+    """Sliders that shift and scale a vector ``x``, beside its LayerNorm and its RMSNorm (chapter 22).
+
+    Scaling changes neither output; shifting changes RMSNorm's, which tends to all ones as the shift grows,
+    and never LayerNorm's, which subtracts the mean first.
+    """
+    from attnbook.plotting import plot_norm_outputs
+
+    shift = _slider("shift b (added to every component)", 0.0, -4.0, 4.0, 0.25)
+    scale = _slider("scale s", 1.0, 0.25, 4.0, 0.25)
+
+    def draw(b: float, s: float) -> None:
+        fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+        plot_norm_outputs(axes, x, b, s)
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"b": shift, "s": scale})
+    return widgets.VBox([shift, scale, out])

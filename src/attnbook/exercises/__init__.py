@@ -32,6 +32,7 @@ from attnbook.exercises.ch18 import check_attention_entropy, check_previous_toke
 from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
 from attnbook.exercises.ch20 import check_blockwise_attention, check_kv_cache_bytes, check_online_softmax
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
+from attnbook.exercises.ch22 import check_rms_norm, check_swiglu
 from attnbook.exercises.ch23 import check_apply_merge, check_most_frequent_pair
 from attnbook.exercises.ch24 import check_masked_loss
 
@@ -82,4 +83,6 @@ __all__ = [
     "check_online_softmax",
     "check_apply_rotary",
     "check_window_mask",
+    "check_rms_norm",
+    "check_swiglu",
 ]

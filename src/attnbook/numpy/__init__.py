@@ -7,12 +7,14 @@ concept exists there too.
 from attnbook.numpy import backprop  # chapter 19: backward passes by hand
 from attnbook.numpy.attention import masked_softmax, scaled_dot_product_attention, single_query_attention
 from attnbook.numpy.convolution import conv1d_as_attention, offset_attention_weights
+from attnbook.numpy.feedforward import swiglu
 from attnbook.numpy.flash import online_normalizer, online_softmax, tile_schedule, tiled_attention
 from attnbook.numpy.gqa import grouped_query_attention, grouped_query_params, repeat_kv
 from attnbook.numpy.lookup import soft_lookup
 from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
 from attnbook.numpy.multihead import MultiHeadParams, merge_heads, multi_head_attention, split_heads
 from attnbook.numpy.positional import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
+from attnbook.numpy.rmsnorm import rms_norm
 from attnbook.numpy.rotary import (
     apply_rotary,
     apply_rotary_complex,
@@ -79,6 +81,8 @@ __all__ = [
     "repeat_kv",
     "tile_schedule",
     "tiled_attention",
+    "rms_norm",
+    "swiglu",
     "apply_rotary",
     "apply_rotary_complex",
     "rotary_angles",

@@ -8,7 +8,7 @@ from attnbook.torch.attention import masked_softmax, scaled_dot_product_attentio
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.decoding import generate, greedy_decode, sample_next, top_k_filter
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
-from attnbook.torch.feedforward import FeedForward
+from attnbook.torch.feedforward import FeedForward, SwiGLU, swiglu, swiglu_hidden
 from attnbook.torch.flash import online_normalizer, online_softmax, tiled_attention
 from attnbook.torch.gqa import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from attnbook.torch.inspect import (
@@ -24,6 +24,7 @@ from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
 from attnbook.torch.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
+from attnbook.torch.rmsnorm import RMSNorm, rms_norm
 from attnbook.torch.rotary import (
     apply_rotary,
     apply_rotary_complex,
@@ -98,6 +99,11 @@ __all__ = [
     "top_k_filter",
     "EncoderConfig",
     "GPTShape",
+    "RMSNorm",
+    "SwiGLU",
+    "rms_norm",
+    "swiglu",
+    "swiglu_hidden",
     "apply_rotary",
     "apply_rotary_complex",
     "rotary_angles",

@@ -10,10 +10,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnbook.torch.feedforward import FeedForward
+from attnbook.torch.feedforward import FeedForward, SwiGLU
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.multihead import MultiHeadAttention
+from attnbook.torch.rmsnorm import make_norm
 
 
 class EncoderBlock(nn.Module):
@@ -49,20 +50,22 @@ class DecoderBlock(nn.Module):
     ``cache``, a ``KVCache``, keeps the self-attention's keys and values for generation (chapter 17).
     ``n_kv_heads`` (default: ``n_heads``, plain multi-head attention) gives the self-attention that many
     key-value heads, grouped-query attention (chapter 20). ``rotary=True`` gives the self-attention rotary
-    positions (chapter 21).
+    positions (chapter 21). ``activation="swiglu"`` makes the feed-forward network a ``SwiGLU`` of hidden
+    width ``d_ff``, and ``norm="rms"`` its norms ``RMSNorm`` (chapter 22).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
                  activation: str = "relu", eps: float = 1e-5, cross_attention: bool = True, bias: bool = True,
-                 n_kv_heads: int | None = None, rotary: bool = False) -> None:
+                 n_kv_heads: int | None = None, rotary: bool = False, norm: str = "layer") -> None:
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, n_kv_heads=n_kv_heads,
                                             rotary=rotary)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
-        self.ff = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.norm1, self.norm3 = LayerNorm(d_model, eps, bias), LayerNorm(d_model, eps, bias)
-        self.norm2 = LayerNorm(d_model, eps, bias) if cross_attention else None
+        self.ff = (SwiGLU(d_model, d_ff, dropout, bias) if activation == "swiglu"
+                   else FeedForward(d_model, d_ff, activation, dropout, bias))
+        self.norm1, self.norm3 = make_norm(norm, d_model, eps, bias), make_norm(norm, d_model, eps, bias)
+        self.norm2 = make_norm(norm, d_model, eps, bias) if cross_attention else None
         self.drop1, self.drop2, self.drop3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, self_mask: torch.Tensor | None = None,

@@ -15,10 +15,12 @@ from torch import nn
 from attnbook._validate import check_heads
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
+from attnbook.torch.feedforward import ACTIVATIONS, swiglu_hidden
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
 from attnbook.torch.masks import token_padding_mask
+from attnbook.torch.rmsnorm import make_norm
 from attnbook.torch.rotary import sliding_window_mask
 
 
@@ -185,10 +187,16 @@ class EncoderOnlyTransformer(nn.Module):
         return self.unembed(self.head(h))
 
 
+NORMS = ("layer", "rms")  # GPTShape.norm
+GPT_ACTIVATIONS = (*sorted(ACTIVATIONS), "swiglu")  # GPTShape.activation: FeedForward's, or the gated SwiGLU
+
+
 @dataclass(kw_only=True)
 class GPTShape:
     """What fixes a GPT's architecture, less its vocabulary: the fields ``GPTConfig`` and a training run's
-    ``GPTRunConfig`` share (defined once, here). ``d_ff`` ``None`` means ``4 d_model``."""
+    ``GPTRunConfig`` share (defined once, here). ``d_ff`` ``None`` means ``4 d_model``, or
+    ``swiglu_hidden(d_model)`` (``8 d_model / 3`` rounded) with ``activation="swiglu"``, as many weights.
+    ``norm="rms"`` and ``activation="swiglu"`` with ``bias=False`` make the block Llama's (chapter 22)."""
 
     block_size: int = 64
     n_layers: int = 4
@@ -200,11 +208,16 @@ class GPTShape:
     eps: float = 1e-5
     bias: bool = True  # biases in linear layers and layer norms, as in GPT-2; nanoGPT's recipes leave them out
     n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
+    norm: str = "layer"  # "layer": LayerNorm, as in GPT-2; "rms": RMSNorm, as in Llama (chapter 22)
     positions: str = "learned"  # "learned": a table added to the embeddings; "rotary": rotated q, k (chapter 21)
 
     def __post_init__(self) -> None:
         _check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
         check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {list(NORMS)}; got {self.norm!r}")
+        if self.activation not in GPT_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(GPT_ACTIVATIONS)}; got {self.activation!r}")
         if self.positions not in ("learned", "rotary"):
             raise ValueError(f"positions must be 'learned' (a learned table added to the embeddings) or 'rotary' "
                              f"(queries and keys rotated, chapter 21); got {self.positions!r}")
@@ -223,7 +236,8 @@ class GPTConfig(GPTShape):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_at_least_one(self, "vocab_size")
-        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+        if self.d_ff is None:
+            self.d_ff = swiglu_hidden(self.d_model) if self.activation == "swiglu" else 4 * self.d_model
 
 
 class GPT(nn.Module):
@@ -250,9 +264,9 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
                          eps=c.eps, cross_attention=False, bias=c.bias, n_kv_heads=c.n_kv_heads,
-                         rotary=c.positions == "rotary")
+                         rotary=c.positions == "rotary", norm=c.norm)
             for _ in range(c.n_layers))
-        self.norm = LayerNorm(c.d_model, c.eps, c.bias)
+        self.norm = make_norm(c.norm, c.d_model, c.eps, c.bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -24,8 +24,7 @@ from attnbook._files import atomic_write
 from attnbook.data.bpe import BPETokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows, sequential_windows
-from attnbook.torch.feedforward import ACTIVATIONS
-from attnbook.torch.transformer import GPT, GPTConfig, GPTShape
+from attnbook.torch.transformer import GPT, GPT_ACTIVATIONS, GPTConfig, GPTShape
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.distributed import init_distributed, mean_over_processes, shutdown
@@ -108,8 +107,8 @@ class GPTRunConfig(GPTShape):
         if self.target_loss is not None and not (self.target_loss > 0 and self.eval_every > 0):
             raise ValueError(f"target_loss needs a positive target and periodic evaluations (eval_every > 0); "
                              f"got target_loss = {self.target_loss}, eval_every = {self.eval_every}")
-        if self.activation not in ACTIVATIONS:
-            raise bad("activation", f"one of {sorted(ACTIVATIONS)}")
+        if self.activation not in GPT_ACTIVATIONS:
+            raise bad("activation", f"one of {list(GPT_ACTIVATIONS)}")
         if self.precision not in ("auto", "bf16", "fp32"):
             raise bad("precision", "one of 'auto', 'bf16', 'fp32'")
 
