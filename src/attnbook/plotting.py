@@ -500,7 +500,7 @@ def plot_length_generalisation(ax: Axes, lengths: Sequence[int], accuracy: Seque
     ax.set_xlabel("source length (digits)")
     ax.set_ylabel("exact match, %")
     ax.set_ylim(-3, 103)
-    ax.set_xticks(list(lengths))
+    ax.set_xticks(range(min(trained[0], min(lengths)), max(trained[1], max(lengths)) + 1))
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(loc="center right", fontsize=8)
