@@ -516,3 +516,48 @@ def plot_norm_outputs(axes: Sequence[Axes], x: np.ndarray, shift: float, scale: 
     for ax in axes[1:]:
         ax.set_ylim(-3.2, 3.2)
     return layer, rms
+
+
+def plot_length_generalisation(ax: Axes, lengths: Sequence[int], accuracy: Sequence[float],
+                               trained: tuple[int, int], title: str) -> Axes:
+    """Exact match (a share in [0, 1], drawn in %) against the source length, the trained lengths shaded
+    (chapter 16)."""
+    if len(lengths) != len(accuracy):
+        raise ValueError(f"lengths and accuracy must have the same length; got {len(lengths)} and {len(accuracy)}")
+    ax.axvspan(trained[0] - 0.5, trained[1] + 0.5, color="C2", alpha=0.15,
+               label=f"lengths seen in training ({trained[0]} to {trained[1]})")
+    ax.plot(list(lengths), np.asarray(accuracy, dtype=float) * 100, "o-", color="C0", label="exact match")
+    ax.set_xlabel("source length (digits)")
+    ax.set_ylabel("exact match, %")
+    ax.set_ylim(-3, 103)
+    ax.set_xticks(range(min(trained[0], min(lengths)), max(trained[1], max(lengths)) + 1))
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center right", fontsize=8)
+    return ax
+
+
+def plot_cross_attention(ax: Axes, weights: np.ndarray, source: str, output: Sequence[str], title: str,
+                         expected: Sequence[int] | None = None) -> Axes:
+    """One head's cross-attention ``(T_out, S)`` (chapter 16): a row per output token, a column per source
+    token, with the weights written in the cells when there are few of them.
+
+    ``output`` labels the rows (one string per output token, e.g. "end" for the end token);
+    ``expected[t]``, if given, is the source position output ``t`` should read, outlined in red (rows
+    past the source, such as the end token's, pass -1 to outline nothing).
+    """
+    weights = np.asarray(weights)
+    if weights.shape != (len(output), len(source)):
+        raise ValueError(f"weights must have shape (len(output), len(source)) = ({len(output)}, {len(source)}); "
+                         f"got {weights.shape}")
+    if expected is not None and len(expected) != len(output):
+        raise ValueError(f"expected must name one source position per output row ({len(output)}); got {len(expected)}")
+    plot_matrix(ax, weights, list(output), list(source), title, "attention weight", cmap="viridis",
+                vmin=0.0, vmax=1.0, annotate=weights.size <= 100)
+    ax.set_xticks(range(len(source)), list(source), rotation=0, ha="center")
+    ax.set_xlabel("source token (read)")
+    ax.set_ylabel("output token (being produced)")
+    for t, s in enumerate(expected if expected is not None else []):
+        if 0 <= s < len(source):
+            ax.add_patch(plt.Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor="red", lw=1.5))
+    return ax

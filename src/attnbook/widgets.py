@@ -235,7 +235,7 @@ def controls(widget: widgets.Widget) -> dict[str, tuple]:
     """The controls of an interactive figure, by description, so a chapter can state them in an assertion.
 
     A slider gives ``(lowest, highest, value)`` (a logarithmic slider in its own units, not exponents,
-    rounded to 4 significant digits), a drop-down ``(options, value)``, a checkbox ``(value,)``.
+    rounded to 4 significant digits), a drop-down ``(options, value)``, a checkbox or a text box ``(value,)``.
     """
     found: dict[str, tuple] = {}
 
@@ -247,6 +247,8 @@ def controls(widget: widgets.Widget) -> dict[str, tuple]:
         elif isinstance(w, widgets.Dropdown):
             found[w.description] = (tuple(w.options), w.value)
         elif isinstance(w, widgets.Checkbox):
+            found[w.description] = (w.value,)
+        elif isinstance(w, widgets.Text):
             found[w.description] = (w.value,)
         for child in getattr(w, "children", ()):
             visit(child)
@@ -680,3 +682,94 @@ def norm_shift_scale(x: np.ndarray) -> widgets.VBox:
 
     out = widgets.interactive_output(draw, {"b": shift, "s": scale})
     return widgets.VBox([shift, scale, out])
+
+
+def decode_with_cross_attention(model, src: list[int], bos_id: int, eos_id: int,
+                                max_len: int) -> tuple[list[int], np.ndarray]:
+    """Greedy output of an encoder-decoder for one source, and its cross-attention while producing it
+    (chapter 16).
+
+    ``src`` holds the source's token ids, unpadded. Returns the output ids (without the begin token, up to
+    and including the end token if it came within ``max_len - 1`` steps) and the cross-attention weights
+    ``(layers, heads, T_out, S)``: row ``t`` is the decoder position that produced output ``t``.
+    """
+    import torch
+
+    from attnbook.torch import record_attention
+    from attnbook.torch.decoding import greedy_decode
+
+    if len(src) == 0:
+        raise ValueError("src must hold at least one token; got an empty list")
+    s = torch.tensor([list(src)])
+    with torch.no_grad():
+        out = greedy_decode(model, s, bos_id, eos_id, max_len=max_len)[0, 1:].tolist()
+    if eos_id in out:
+        out = out[: out.index(eos_id) + 1]
+    # Greedy decoding feeds each output back in, so one teacher-forced pass on [begin] + output gives
+    # the attention of every decoding step at once (the decoder is causal).
+    dec_in = torch.tensor([[bos_id] + out[:-1]])
+    was_training = model.training
+    model.eval()
+    try:
+        with record_attention(model) as rec, torch.no_grad():
+            model(s, dec_in)
+    finally:
+        model.train(was_training)
+    names = sorted((n for n in rec if n.endswith("cross_attn")), key=lambda n: [int(p) for p in n.split(".")
+                                                                                 if p.isdigit()])
+    return out, np.stack([rec[n][0].numpy() for n in names])
+
+
+def seq2seq_explorer(model, examples: dict[str, str], reference, bos_id: int, eos_id: int,
+                     should_read=None, max_chars: int = 20) -> widgets.VBox:
+    """Type a source (or pick one of ``examples``), a layer and a head: the trained encoder-decoder's greedy
+    output and that head's cross-attention while it produced it (chapter 16).
+
+    ``examples`` maps a label to a source written as text (digits and "+"); ``reference(text)`` gives the
+    right answer as text, so the title can say whether the output is right; ``should_read(t, S)``, if
+    given, is the source position output ``t`` of a source of length ``S`` ought to read, outlined in red.
+    """
+    from attnbook.plotting import plot_cross_attention
+    from attnbook.tasks import decode_tokens
+
+    if not examples:
+        raise ValueError("examples must hold at least one labelled source; got none")
+    labels = list(examples)
+    first = examples[labels[0]]
+    _, w0 = decode_with_cross_attention(model, _encode_text(first), bos_id, eos_id, len(first) + 3)
+    n_layers, n_heads = w0.shape[:2]
+    pick = widgets.Dropdown(options=labels, value=labels[0], description="example")
+    text = widgets.Text(value=first, description="source", continuous_update=False)
+    layer = widgets.IntSlider(value=n_layers - 1, min=0, max=n_layers - 1, description="layer",
+                              continuous_update=False)
+    head = widgets.IntSlider(value=0, min=0, max=n_heads - 1, description="head", continuous_update=False)
+    pick.observe(lambda change: setattr(text, "value", examples[change["new"]]), names="value")
+
+    def draw(source: str, lay: int, h: int) -> None:
+        source = source.strip()
+        if not 0 < len(source) <= max_chars or any(c not in "0123456789+" for c in source):
+            print(f"type 1 to {max_chars} digits (or '+'); got {source!r}")
+            return
+        want = reference(source)
+        out, w = decode_with_cross_attention(model, _encode_text(source), bos_id, eos_id, len(want) + 3)
+        got = decode_tokens(out)
+        right = out == _encode_text(want) + [eos_id]
+        rows = [decode_tokens([t]) or "end" for t in out]
+        expected = None
+        if should_read is not None:
+            expected = [should_read(t, len(source)) if t < len(source) else -1 for t in range(len(out))]
+        fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(source) + 3), max(4.0, 0.4 * len(out) + 2)))
+        plot_cross_attention(ax, w[lay, h], source, rows,
+                             f"{source} -> {got} ({'right' if right else f'wrong, expected {want}'})\n"
+                             f"layer {lay}, head {h}", expected)
+        fig.tight_layout()
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"source": text, "lay": layer, "h": head})
+    return widgets.VBox([widgets.HBox([pick, text]), widgets.HBox([layer, head]), out])
+
+
+def _encode_text(text: str) -> list[int]:
+    from attnbook.tasks import DIGIT0, PLUS
+
+    return [PLUS if c == "+" else DIGIT0 + int(c) for c in text]
