@@ -194,6 +194,26 @@ def loss_by_position(model: GPT, data: torch.Tensor, length: int, batch_size: in
 
 
 @torch.no_grad()
+def per_window_losses(model: GPT, data: torch.Tensor, block_size: int, batch_size: int = 64,
+                      max_batches: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The mean cross-entropy (nats per character) of each non-overlapping window of ``data``, in order.
+
+    Returns ``(N,)`` for the ``N = (len(data) - 1) // block_size`` windows (fewer with ``max_batches``):
+    the windows of ``evaluate_loss``, one loss each, so that two models, or one model with and without a
+    change, can be compared window by window (chapter 18).
+    """
+    was_training = model.training
+    model.eval()
+    losses = []
+    for x, y in sequential_windows(data, block_size, batch_size, max_batches):
+        logits = model(x.to(device)).float()  # (B, T, V)
+        per_token = F.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (B, T)
+        losses.append(per_token.mean(dim=1).cpu())
+    model.train(was_training)
+    return torch.cat(losses)
+
+
+@torch.no_grad()
 def bits_per_character(model: GPT, ids: torch.Tensor, tokenizer: CharTokenizer | BPETokenizer,
                        batch_size: int = 64) -> float:
     """Total cross-entropy of every token of ``ids`` after the first, in bits, over the number of
