@@ -335,6 +335,9 @@ MODERN_ARMS: dict[str, dict] = {
     "rms only": {"norm": "rms"},
     "swiglu only": {"activation": "swiglu"},
     "no bias only": {"bias": False},
+    # GPT-2's block with rotary positions, its FFN widened by 8 to give back the position table's weights:
+    # llama minus this arm is the block's own changes, rotary positions taken out of the comparison (chapter 22)
+    "gpt2 rotary": {"positions": "rotary", "d_ff": 520},
 }
 
 
