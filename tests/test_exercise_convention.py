@@ -34,7 +34,7 @@ def exercise_titles(nb: nbformat.NotebookNode) -> list[str]:
 
 def difficulties(titles: list[str]) -> list[str]:
     found = [DIFFICULTY.search(t) for t in titles]
-    missing = [t for t, m in zip(titles, found) if m is None]
+    missing = [t for t, m in zip(titles, found, strict=True) if m is None]
     assert not missing, f"exercise titles without a difficulty at their end: {missing}"
     return [m.group(1) for m in found]
 
@@ -45,7 +45,7 @@ def test_exercises_show_their_difficulty_and_run_from_easy_to_hard(path):
     assert len(titles) >= 3, titles
     levels = difficulties(titles)
     ranks = [RANK[level] for level in levels]
-    assert ranks == sorted(ranks), f"not ordered easy to hard: {list(zip(titles, levels))}"
+    assert ranks == sorted(ranks), f"not ordered easy to hard: {list(zip(titles, levels, strict=True))}"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
