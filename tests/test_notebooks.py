@@ -210,11 +210,12 @@ def test_student_version_runs_and_reports_not_attempted(path):
     assert all("not attempted yet" in v for v in verdicts), verdicts
 
 
-def test_strip_solutions_keeps_hints_and_the_signature():
+def test_strip_solutions_keeps_the_signature_and_moves_the_hints_out():
     source = "def f(x):\n    ### BEGIN SOLUTION\n    ### HINT: square it.\n    return x * x\n    ### END SOLUTION\n"
     assert student.strip_solutions(source, "t") == (
-        "def f(x):\n    # YOUR CODE HERE\n    # Hint: square it.\n    raise NotImplementedError"
+        "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
     )
+    assert student.solution_hints(source) == ["square it."]
 
 
 @pytest.mark.parametrize(

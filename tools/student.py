@@ -2,9 +2,12 @@
 
 A student version is its chapter with the solutions taken out and the outputs cleared:
 
-- code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes ``# YOUR CODE HERE``, the
-  block's ``### HINT:`` lines as comments, and ``raise NotImplementedError``; such blocks sit inside
-  a function body, so defining the function works and its checker reports "not attempted yet";
+- code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes ``# YOUR CODE HERE`` and
+  ``raise NotImplementedError``; such blocks sit inside a function body, so defining the function
+  works and its checker reports "not attempted yet";
+- the block's ``### HINT:`` lines leave the code: they go into a markdown cell just before it, folded
+  in a ``<details>`` element, so that a learner opens a hint on purpose (it renders folded in Jupyter
+  and in Colab); the hints of one block form one paragraph, each block's its own;
 - markdown cells holding a ``{solution}`` directive (or its gated ``solution-start`` and
   ``solution-end`` markers) and cells tagged ``solution`` are removed;
 - the Colab badge points at the student file.
@@ -32,7 +35,7 @@ class SolutionMarkerError(ValueError):
 
 
 def strip_solutions(source: str, where: str) -> str:
-    """Replace each marked solution block in ``source`` with a hint and a ``raise``."""
+    """Replace each marked solution block in ``source`` with a ``raise``; the hints leave the code."""
     out: list[str] = []
     block: list[str] | None = None
     indent = ""
@@ -51,9 +54,7 @@ def strip_solutions(source: str, where: str) -> str:
         elif stripped == END:
             if block is None:
                 raise SolutionMarkerError(f"{where}: {END} without {BEGIN}")
-            hints = [h.strip()[len(HINT):].strip() for h in block if h.strip().startswith(HINT)]
             out.append(f"{indent}# YOUR CODE HERE")
-            out.extend(f"{indent}# Hint: {h}" for h in hints)
             out.append(f"{indent}raise NotImplementedError")
             block = None
         elif block is not None:
@@ -63,6 +64,37 @@ def strip_solutions(source: str, where: str) -> str:
     if block is not None:
         raise SolutionMarkerError(f"{where}: {BEGIN} without {END}")
     return "\n".join(out)
+
+
+def solution_hints(source: str) -> list[str]:
+    """The text of the ``### HINT:`` lines of each marked solution block, one paragraph per block."""
+    hints: list[str] = []
+    block: list[str] | None = None
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped == BEGIN:
+            block = []
+        elif stripped == END and block is not None:
+            if block:
+                hints.append(" ".join(block))
+            block = None
+        elif block is not None and stripped.startswith(HINT):
+            block.append(stripped[len(HINT):].strip())
+    return hints
+
+
+def hint_cell(hints: list[str], code_cell_id: str | None = None) -> nbformat.NotebookNode:
+    """A markdown cell holding ``hints`` folded: the learner clicks *Hint* to read them.
+
+    Its id is made from the id of the code cell it belongs to, so regenerating changes nothing.
+    """
+    body = "\n\n".join(hints)
+    cell = nbformat.v4.new_markdown_cell(f"<details><summary>Hint</summary>\n\n{body}\n\n</details>")
+    if code_cell_id:
+        cell.id = f"{code_cell_id}-hint"
+    else:
+        cell.pop("id", None)
+    return cell
 
 
 def is_solution_cell(cell: nbformat.NotebookNode) -> bool:
@@ -79,6 +111,9 @@ def make_student(chapter: Path) -> nbformat.NotebookNode:
         if is_solution_cell(cell):
             continue
         if cell.cell_type == "code":
+            hints = solution_hints(cell.source)
+            if hints:
+                cells.append(hint_cell(hints, cell.get("id")))
             cell.source = strip_solutions(cell.source, f"{chapter.name}, cell {i}")
             cell.outputs = []
             cell.execution_count = None
