@@ -36,9 +36,10 @@ VERSIONS = ROOT / "tools" / "colab-versions.txt"
 PYTHON_LINE = re.compile(r"^#\s*Python\s+(\d+\.\d+)\s*$", re.MULTILINE)
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+)\s*$", re.MULTILINE)
 CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
-# Seconds per cell. Generous: the perturbed floating-point environment runs ATen's generic kernels, much
-# slower than this CPU's, and a training cell runs for minutes there on a busy machine.
-TIMEOUT = 900
+# Seconds per cell: several times the slowest cell of any chapter (the training cells take a minute or two
+# with the kernels torch picks). It also bounds a rare wait: chapter 7 has twice run clean but sat idle
+# for this whole limit before its notebook finished, as if a kernel message never arrived.
+TIMEOUT = 600
 
 
 def colab_versions(text: str | None = None) -> tuple[str, dict[str, str]]:
