@@ -5,7 +5,7 @@ import pytest
 from attnbook import bench, train
 
 COMMANDS = [(bench.main, []), (train.main, []), (train.main, ["gpt"])] + [
-    (bench.main, [name]) for name in ("seq2seq", "gpt", "attention", "bpe", "mlm")]
+    (bench.main, [name]) for name in ("seq2seq", "gpt", "attention", "bpe", "mlm", "rotary", "modern", "speedrun")]
 
 
 @pytest.mark.parametrize(("main", "args"), COMMANDS, ids=lambda x: " ".join(x) if isinstance(x, list) else "")

@@ -405,15 +405,15 @@ def main(argv: list[str] | None = None) -> None:
     speed.add_argument("--target", type=float, default=1.89)
     speed.add_argument("--eval-every", type=int, default=50)
     speed.add_argument("--eval-batches", type=int, default=4, help="batches of windows in the periodic check")
-    args = parser.parse_args(argv)
-    if args.which == "rotary":
-        bench_rotary(args.preset, args.steps, args.seeds, args.multipliers, args.new_tokens, args.speed_only)
     modern = sub.add_parser("modern", help="the GPT-2 block against the Llama-style block, several seeds each")
     modern.add_argument("--steps", type=int, default=2000)
     modern.add_argument("--seeds", type=int, nargs="+", default=[1337, 1, 2])
     modern.add_argument("--arms", nargs="+", choices=list(MODERN_ARMS), default=["gpt2", "llama"])
     modern.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.which == "rotary":
+        bench_rotary(args.preset, args.steps, args.seeds, args.multipliers, args.new_tokens, args.speed_only)
+        return
     if args.which == "modern":
         bench_modern(args.steps, args.seeds, args.arms, args.threads)
         return
