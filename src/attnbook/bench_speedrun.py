@@ -85,7 +85,7 @@ def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe:
         secs = [r.seconds for r in done]
         ratio = (f"{statistics.mean(secs) / statistics.mean(base_seconds):.2f}"
                  if secs and base_seconds and len(done) == len(runs) else "-")
-        steps = _spread([float(r.step) for r in done]).replace(".0", "")
+        steps = ", ".join(str(r.step) for r in done) or "-"
         loss = statistics.mean(r.val_loss for r in runs)
         tps = statistics.mean(r.tokens_per_second for r in runs)
         print(f"| {name} | {len(done)}/{len(runs)} | {_spread(secs)} | {steps} | "
