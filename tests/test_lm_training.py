@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed
 
 from attnbook.torch import GPT
 from attnbook.train import main as train_main
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast
+from attnbook.training.distributed import init_distributed
 from attnbook.training.lm import PRESETS, GPTRunConfig, evaluate_loss, load_gpt, preset, train_gpt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +67,23 @@ def test_a_stopped_run_resumes_to_the_same_weights(tmp_path):
     assert [e["loss"] for e in resumed.log] == [e["loss"] for e in whole.log]
     model, tokenizer = load_gpt(tmp_path / "b" / "ckpt.pt")
     assert same_weights(model, whole.model) and tokenizer.chars == whole.tokenizer.chars
+
+
+def test_the_gpus_random_state_is_saved_and_restored(tmp_path, monkeypatch):
+    """Dropout on a GPU draws from the GPU's generators: a checkpoint keeps their state and resume restores it
+    (``tools/cuda_check.py`` checks the resumed weights on a real GPU). Here the GPU is simulated."""
+    saved_state = [torch.arange(8, dtype=torch.uint8)]
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: saved_state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.append)
+    config = tiny(steps=8, eval_every=4, device="cpu", out_dir=str(tmp_path))
+    train_gpt(config, text=TEXT, stop_after=4)
+    assert torch.equal(load_checkpoint(tmp_path / "ckpt.pt")["cuda_rng"][0], saved_state[0])
+    assert not restored
+    train_gpt(config, text=TEXT, resume=True)
+    assert len(restored) == 1 and torch.equal(restored[0][0], saved_state[0])
 
 
 def test_resume_refuses_another_model(tmp_path):
@@ -115,17 +134,32 @@ def test_torchrun_two_processes_match_one(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
                "--master_addr=127.0.0.1", f"--master_port={_free_port()}", "-m", "attnbook.train", "gpt",
                "--preset", "tiny", "--steps", "12", "--eval-every", "6", "--text-file", str(text_file),
-               "--out-dir", str(out), "--sample", "0", "--progress", "false"]
+               "--out-dir", str(out), "--sample", "0", "--progress", "false",
+               "--device", "cpu"]  # gloo, also on a machine with a GPU
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("validation loss") == 1  # only rank 0 reports
     ddp_model, _ = load_gpt(out / "ckpt.pt")
-    single = train_gpt(tiny(steps=12, eval_every=6), text=TEXT)
+    single = train_gpt(tiny(steps=12, eval_every=6, device="cpu"), text=TEXT)  # on the CPU, as the processes
     for (name, a), b in zip(ddp_model.state_dict().items(), single.model.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=name)
-    half = train_gpt(tiny(steps=12, eval_every=6, batch_size=4), text=TEXT)  # what no averaging would give
+    # What no averaging would give:
+    half = train_gpt(tiny(steps=12, eval_every=6, batch_size=4, device="cpu"), text=TEXT)
     assert not torch.allclose(half.model.tok.E, ddp_model.tok.E, atol=1e-3)
+
+
+def test_more_processes_than_gpus_is_refused_before_joining(monkeypatch):
+    """torchrun with 2 processes on a machine with 1 GPU: the second process says why, and never waits."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    joined = []
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda **kw: joined.append(kw))
+    with pytest.raises(ValueError, match=r"needs GPU 1, but the machine has 1.*--nproc_per_node"):
+        init_distributed("cuda")
+    assert not joined
 
 
 def test_batch_must_split_evenly(monkeypatch):

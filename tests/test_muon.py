@@ -9,7 +9,7 @@ import torch
 
 from attnbook.torch import GPT
 from attnbook.training.lm import GPTRunConfig, preset, train_gpt
-from attnbook.training.muon import CUBIC, MuonAdamW, muon_parameters, newton_schulz, polar_factor
+from attnbook.training.muon import CUBIC, Muon, MuonAdamW, muon_parameters, newton_schulz, ns_dtype_for, polar_factor
 
 TEXT = "\n".join(f"the {w} of the {v}." for w in ("king", "queen", "crown", "night") for v in ("day", "sword")) * 60
 
@@ -46,6 +46,42 @@ def test_newton_schulz_is_what_torch_optim_muon_steps_along(adjust, factor):
     opt.step()
     expected = before - 0.5 * factor * newton_schulz(W.grad, dtype=torch.bfloat16).float()
     torch.testing.assert_close(W.detach(), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_our_muon_in_bfloat16_takes_torch_optim_muons_steps_exactly(nesterov):
+    torch.manual_seed(3)
+    shapes = [(24, 40), (40, 24), (16, 16)]
+    ours = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    a = Muon(ours, lr=0.02, weight_decay=0.1, momentum=0.9, nesterov=nesterov, ns_dtype=torch.bfloat16)
+    b = torch.optim.Muon(theirs, lr=0.02, weight_decay=0.1, momentum=0.9, nesterov=nesterov,
+                         adjust_lr_fn="match_rms_adamw")
+    for _ in range(4):  # momentum builds up over the steps
+        for p, q in zip(ours, theirs, strict=True):
+            p.grad = torch.randn(p.shape)
+            q.grad = p.grad.clone()
+        a.step()
+        b.step()
+    for p, q in zip(ours, theirs, strict=True):
+        assert torch.equal(p, q)
+
+
+def test_muon_in_float32_steps_closer_to_the_polar_factor():
+    torch.manual_seed(4)
+    W32, W16 = torch.nn.Parameter(torch.zeros(32, 64)), torch.nn.Parameter(torch.zeros(32, 64))
+    G = torch.randn(32, 64)
+    W32.grad, W16.grad = G.clone(), G.clone()
+    # No momentum, no decay: each step is -lr 0.2 sqrt(64) times the iteration's result on G.
+    Muon([W32], lr=1.0, weight_decay=0.0, momentum=0.0, nesterov=False, ns_dtype=torch.float32).step()
+    Muon([W16], lr=1.0, weight_decay=0.0, momentum=0.0, nesterov=False, ns_dtype=torch.bfloat16).step()
+    reference = -1.6 * newton_schulz(G.double()).float()  # the same iteration in float64
+    err32, err16 = (W32 - reference).abs().max().item(), (W16 - reference).abs().max().item()
+    assert err32 < 1e-4 < err16
+    assert ns_dtype_for("cpu") == torch.float32 and ns_dtype_for("cuda") == torch.bfloat16
+    assert ns_dtype_for("cpu", "bf16") == torch.bfloat16
+    with pytest.raises(ValueError, match="Muon trains matrices only"):
+        Muon([torch.nn.Parameter(torch.ones(3))], lr=0.1)
 
 
 def test_muon_takes_the_block_matrices_and_adamw_the_rest():

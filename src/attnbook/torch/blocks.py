@@ -51,16 +51,18 @@ class DecoderBlock(nn.Module):
     ``n_kv_heads`` (default: ``n_heads``, plain multi-head attention) gives the self-attention that many
     key-value heads, grouped-query attention (chapter 20). ``rotary=True`` gives the self-attention rotary
     positions (chapter 21). ``activation="swiglu"`` makes the feed-forward network a ``SwiGLU`` of hidden
-    width ``d_ff``, and ``norm="rms"`` its norms ``RMSNorm`` (chapter 22).
+    width ``d_ff``, and ``norm="rms"`` its norms ``RMSNorm`` (chapter 22). ``qk_norm=True`` normalises the
+    self-attention's queries and keys (see ``MultiHeadAttention``).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
                  activation: str = "relu", eps: float = 1e-5, cross_attention: bool = True, bias: bool = True,
-                 n_kv_heads: int | None = None, rotary: bool = False, norm: str = "layer") -> None:
+                 n_kv_heads: int | None = None, rotary: bool = False, norm: str = "layer",
+                 qk_norm: bool = False) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, n_kv_heads=n_kv_heads,
-                                            rotary=rotary)
+                                            rotary=rotary, qk_norm=qk_norm)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
         self.ff = (SwiGLU(d_model, d_ff, dropout, bias) if activation == "swiglu"
                    else FeedForward(d_model, d_ff, activation, dropout, bias))

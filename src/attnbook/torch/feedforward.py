@@ -14,6 +14,7 @@ ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,  # exact, with the error function
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's approximation
+    "relu2": lambda x: F.relu(x).square(),  # ReLU squared (So et al. 2021), as in the GPU speedruns
 }
 
 

@@ -81,6 +81,9 @@ def _heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
     return X.reshape(*batch, T, n_heads, d // n_heads).transpose(-3, -2)
 
 
+QK_NORM_EPS = 1e-6  # inside the root of query-key normalisation (MultiHeadAttention(qk_norm=True))
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention as a module: self-attention (``x_kv`` omitted) or cross-attention.
 
@@ -94,12 +97,16 @@ class MultiHeadAttention(nn.Module):
     ``rotary=True`` (self-attention only) rotates every head's queries and keys by their absolute positions
     (rotary position embeddings, base 10000, chapter 21): ``0 .. T-1``, or after the positions that went
     through the cache; a sliding cache (``KVCache(max_length=...)``) limits attention to its window.
+    ``qk_norm=True`` divides every head's query and key by its root mean square (``QK_NORM_EPS`` inside the
+    root, no learned scale) before any rotation: query-key normalisation, which bounds each score by
+    ``sqrt(d_head)`` in size however large the projections grow.
     Unless the weights are asked for, it calls PyTorch's fused ``scaled_dot_product_attention``, which
     gives the same result faster, masks and attention dropout included.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0,
-                 bias: bool = True, n_kv_heads: int | None = None, rotary: bool = False) -> None:
+                 bias: bool = True, n_kv_heads: int | None = None, rotary: bool = False,
+                 qk_norm: bool = False) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         check_heads(d_model, n_heads, n_kv_heads)
@@ -107,7 +114,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"dropout must lie in [0, 1); got {dropout}")
         d_kv = d_model if d_kv is None else d_kv
         self.d_model, self.n_heads, self.n_kv_heads, self.dropout = d_model, n_heads, n_kv_heads, dropout
-        self.rotary = rotary
+        self.rotary, self.qk_norm = rotary, qk_norm
         self.record = False  # set by attnbook.torch.inspect.record_attention
         self.last_weights: torch.Tensor | None = None
         d_kv_out = n_kv_heads * (d_model // n_heads)
@@ -147,6 +154,9 @@ class MultiHeadAttention(nn.Module):
         q = _heads(self.q_proj(x_q), self.n_heads)  # (B, h, T_q, d_head)
         k = _heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, h_kv, T_new, d_head)
         v = _heads(self.v_proj(x_kv), self.n_kv_heads)
+        if self.qk_norm:  # per head, before the rotation (which keeps each vector's length anyway)
+            q = F.rms_norm(q, q.shape[-1:], eps=QK_NORM_EPS)
+            k = F.rms_norm(k, k.shape[-1:], eps=QK_NORM_EPS)
         if self.rotary:
             # The new tokens sit after every position that went through the cache (dropped ones included).
             start = cache.seen.get(self, 0) if cache is not None else 0

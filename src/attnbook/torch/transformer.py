@@ -210,6 +210,8 @@ class GPTShape:
     n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
     norm: str = "layer"  # "layer": LayerNorm, as in GPT-2; "rms": RMSNorm, as in Llama (chapter 22)
     positions: str = "learned"  # "learned": a table added to the embeddings; "rotary": rotated q, k (chapter 21)
+    qk_norm: bool = False  # True: every head's queries and keys divided by their RMS before the scores
+    tie_embeddings: bool = True  # True: the output layer is the embedding table (GPT-2); False: a matrix of its own
 
     def __post_init__(self) -> None:
         _check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
@@ -252,6 +254,10 @@ class GPT(nn.Module):
     trained on that many, though), and a sliding ``KVCache(max_length=...)`` may drop old positions.
     ``window`` (without a cache) lets each position see only the last ``window`` positions, itself
     included: what a sliding cache of that length computes.
+
+    ``tie_embeddings=False`` gives the output layer a matrix of its own, ``head`` (``d_model`` by
+    ``vocab_size``), instead of the embedding table; ``qk_norm=True`` normalises every attention head's
+    queries and keys (``MultiHeadAttention``).
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -264,9 +270,11 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
                          eps=c.eps, cross_attention=False, bias=c.bias, n_kv_heads=c.n_kv_heads,
-                         rotary=c.positions == "rotary", norm=c.norm)
+                         rotary=c.positions == "rotary", norm=c.norm, qk_norm=c.qk_norm)
             for _ in range(c.n_layers))
         self.norm = make_norm(c.norm, c.d_model, c.eps, c.bias)
+        # Untied, the output layer is a (d_model, vocab_size) matrix of its own, left out when tied.
+        self.head = None if c.tie_embeddings else Linear(c.d_model, c.vocab_size, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -301,6 +309,8 @@ class GPT(nn.Module):
         self_mask = None if window is None else sliding_window_mask(T, window=window).to(ids.device)
         for block in self.blocks:
             x = block(x, self_mask=self_mask, cache=cache)
+        if self.head is not None:
+            return self.head(self.norm(x))  # (B, T, vocab_size)
         return self.norm(x) @ self.tok.E.T  # (B, T, vocab_size): the unembedding is the embedding, tied
 
     def n_params(self, include_positions: bool = True) -> int:

@@ -38,6 +38,12 @@ def init_distributed(device_type: str) -> DistInfo:
     if world_size == 1:
         return DistInfo()
     info = DistInfo(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
+    if device_type == "cuda" and info.local_rank >= torch.cuda.device_count():
+        # Checked before joining the group: torchrun then stops the other processes instead of leaving
+        # them waiting for this one.
+        raise ValueError(f"process {info.local_rank} of this machine needs GPU {info.local_rank}, but the "
+                         f"machine has {torch.cuda.device_count()}; start at most that many processes per "
+                         "node (torchrun --nproc_per_node), or train on the CPU (--device cpu)")
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
     if device_type == "cuda":

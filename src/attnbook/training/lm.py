@@ -28,7 +28,7 @@ from attnbook.torch.transformer import GPT, GPT_ACTIVATIONS, GPTConfig, GPTShape
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.distributed import init_distributed, mean_over_processes, shutdown
-from attnbook.training.muon import MuonAdamW
+from attnbook.training.muon import MuonAdamW, ns_dtype_for
 from attnbook.training.schedule import lr_at
 from attnbook.training.trainer import make_optimizer, optimizer_step
 
@@ -64,9 +64,12 @@ class GPTRunConfig(GPTShape):
     grad_clip: float = 1.0
     optimizer: str = "adamw"  # "adamw", or "muon": Muon on the block matrices, AdamW on the rest (chapter 25)
     matrix_lr: float | None = None  # Muon's peak learning rate; None: lr (Muon's step is scaled to AdamW's size)
+    muon_precision: str = "auto"  # Muon's iteration: "bf16", "fp32", or "auto" (bf16 on a GPU, fp32 on a CPU)
+    # torch.compile the training forward pass; the compilation happens in the first step, whose time counts.
+    compile: bool = False
     eval_every: int = 250
     eval_batches: int = 20  # batches of validation windows per periodic evaluation
-    # Stop at the first periodic evaluation at or below this loss, then evaluate the whole split (chapter 25).
+    # Stop at the first evaluation at or below this loss; every evaluation is then on the whole split (chapter 25).
     target_loss: float | None = None
     seed: int = 1337
     device: str = "auto"
@@ -98,6 +101,8 @@ class GPTRunConfig(GPTShape):
             raise bad("optimizer", "'adamw' or 'muon'")
         if self.matrix_lr is not None and not self.matrix_lr > 0:
             raise bad("matrix_lr", "None (the same as lr) or positive")
+        if self.muon_precision not in ("auto", "bf16", "fp32"):
+            raise bad("muon_precision", "'auto', 'bf16' or 'fp32'")
         if self.matrix_lr is not None and self.optimizer != "muon":
             raise ValueError(f"matrix_lr is Muon's learning rate; it needs optimizer='muon' (got {self.optimizer!r})")
         if not self.grad_clip >= 0:
@@ -243,6 +248,8 @@ def bits_per_character(model: GPT, ids: torch.Tensor, tokenizer: CharTokenizer |
 def _state(model, optimizer, generator, step, config, tokenizer, log, train_seconds) -> dict[str, Any]:
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
             "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "config": asdict(config),
+            # Dropout on a GPU draws from the GPU's own generators, which the CPU's state does not cover.
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             **_tokenizer_state(tokenizer), "log": log, "train_seconds": train_seconds}
 
 
@@ -312,6 +319,8 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     if resume:
         start = _resume(run, optimizer, generator, out_dir)
     net = torch.nn.parallel.DistributedDataParallel(model) if info.enabled else model
+    if config.compile:
+        net = torch.compile(net)  # evaluation and generation keep the plain model
     share = config.batch_size // info.world_size
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc="training",
                disable=not (config.progress and info.is_main))
@@ -334,11 +343,13 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
         entry = {"step": step + 1, "loss": loss_value, "lr": lr}
         last = step + 1 == config.steps or step + 1 == stop_after
         if (config.eval_every and (step + 1) % config.eval_every == 0) or last:
-            batches = None if step + 1 == config.steps else config.eval_batches  # the whole split at the end
+            # The whole split at the end; with a target, at every check, so that the figure which stops the
+            # run is the one it reports (the split's first windows score lower than the rest of it).
+            whole = step + 1 == config.steps or config.target_loss is not None
+            batches = None if whole else config.eval_batches
             entry["val_loss"] = evaluate_loss(model, val_ids, config.block_size, 64, batches, device)
-            if batches is not None and config.target_loss is not None and entry["val_loss"] <= config.target_loss:
-                run.reached_target_at = step + 1  # on the fixed subset; confirmed below on the whole split
-                entry["val_loss"] = evaluate_loss(model, val_ids, config.block_size, 64, None, device)
+            if config.target_loss is not None and entry["val_loss"] <= config.target_loss:
+                run.reached_target_at = step + 1
                 last = True
             bar.set_postfix(loss=f"{loss_value:.3f}", val=f"{entry['val_loss']:.3f}")
             run.log.append(entry)
@@ -359,7 +370,8 @@ def _make_optimizer(model: GPT, config: GPTRunConfig) -> torch.optim.Optimizer |
     betas = (config.beta1, config.beta2)
     if config.optimizer == "muon":
         matrix_lr = config.lr if config.matrix_lr is None else config.matrix_lr
-        return MuonAdamW(model, config.lr, matrix_lr, config.weight_decay, betas)
+        ns_dtype = ns_dtype_for(next(model.parameters()).device, config.muon_precision)
+        return MuonAdamW(model, config.lr, matrix_lr, config.weight_decay, betas, ns_dtype=ns_dtype)
     return make_optimizer(model, config.lr, config.weight_decay, betas)
 
 
@@ -404,5 +416,8 @@ def _resume(run: GPTRun, optimizer, generator, out_dir: Path | None) -> int:
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])
+    cuda_rng = state.get("cuda_rng")  # absent from checkpoints written before it was kept, None without CUDA
+    if cuda_rng is not None and torch.cuda.is_available() and len(cuda_rng) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda_rng)
     run.log, run.train_seconds, run.steps_done = list(state["log"]), state["train_seconds"], state["step"]
     return state["step"]

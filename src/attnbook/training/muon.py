@@ -4,12 +4,15 @@ Muon keeps a momentum of the gradient, as SGD with Nesterov momentum does, and r
 update by the nearest semi-orthogonal matrix: for an update ``G = U S V^T`` it steps along ``U V^T``,
 every direction of the update with the same size. ``newton_schulz`` computes that factor with matrix
 products only, as ``torch.optim.Muon`` does; ``polar_factor`` computes it exactly, from the SVD, to
-check it against. ``MuonAdamW`` is the optimizer a GPT trains with: ``torch.optim.Muon`` on the
-matrices of its blocks, ``torch.optim.AdamW`` on the embeddings, norms and biases.
+check it against. ``Muon`` is ``torch.optim.Muon``'s step with the iteration's precision as a choice:
+``torch.optim.Muon`` always iterates in bfloat16, which GPUs multiply fast and most CPUs slowly.
+``MuonAdamW`` is the optimizer a GPT trains with: ``Muon`` on the matrices of its blocks,
+``torch.optim.AdamW`` on the embeddings, norms and biases.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -69,24 +72,68 @@ def muon_parameters(model: torch.nn.Module) -> tuple[list[torch.Tensor], list[to
     return matrices, rest
 
 
+def ns_dtype_for(device: torch.device | str, precision: str = "auto") -> torch.dtype:
+    """The precision to iterate in: ``"bf16"``, ``"fp32"``, or ``"auto"``: bfloat16 on a GPU (as
+    ``torch.optim.Muon``), float32 on a CPU, where bfloat16 products are usually slower than float32 ones."""
+    if precision not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"the Newton-Schulz precision must be 'auto', 'bf16' or 'fp32'; got {precision!r}")
+    if precision == "auto":
+        precision = "bf16" if torch.device(device).type == "cuda" else "fp32"
+    return torch.bfloat16 if precision == "bf16" else torch.float32
+
+
+class Muon(torch.optim.Optimizer):
+    """``torch.optim.Muon``'s update (Nesterov momentum, then the quintic Newton-Schulz iteration, decoupled
+    weight decay, and ``adjust_lr_fn="match_rms_adamw"``: the step scaled by ``0.2 sqrt(max(m, n))``),
+    iterating in ``ns_dtype``. With ``ns_dtype=torch.bfloat16`` it takes ``torch.optim.Muon``'s steps
+    exactly (the tests check it). For 2-D parameters only.
+    """
+
+    def __init__(self, params, lr: float, weight_decay: float = 0.1, momentum: float = 0.95,
+                 nesterov: bool = True, ns_steps: int = 5, ns_dtype: torch.dtype = torch.bfloat16) -> None:
+        params = list(params)
+        for p in params:
+            if p.dim() != 2:
+                raise ValueError(f"Muon trains matrices only; got a parameter of shape {tuple(p.shape)}")
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
+                                      ns_steps=ns_steps))
+        self.ns_dtype = ns_dtype  # not a group setting: a checkpoint's state stays free of dtypes
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            lr, momentum = group["lr"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p.grad)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - momentum)  # the running mean of the gradients
+                update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
+                update = newton_schulz(update, group["ns_steps"], dtype=self.ns_dtype)
+                p.mul_(1 - lr * group["weight_decay"])
+                p.add_(update, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))  # an AdamW step's typical size
+
+
 class MuonAdamW:
-    """``torch.optim.Muon`` on the block matrices and ``torch.optim.AdamW`` on everything else, as one
-    optimizer: one ``step``, one ``zero_grad``, one ``state_dict``.
+    """``Muon`` on the block matrices and ``torch.optim.AdamW`` on everything else, as one optimizer: one
+    ``step``, one ``zero_grad``, one ``state_dict``. ``ns_dtype`` is the precision of Muon's iteration.
 
     ``param_groups`` lists both optimizers' groups, so a schedule that sets every group's ``"lr"`` drives
     both; each group carries ``"lr_scale"`` (``matrix_lr / lr`` for Muon's, 1 for AdamW's) for a schedule
-    to multiply by. Muon's step size uses ``adjust_lr_fn="match_rms_adamw"``: its update is scaled to the
+    to multiply by. Muon's step size is ``adjust_lr_fn="match_rms_adamw"``'s: its update is scaled to the
     typical size of an AdamW update (Liu et al. 2025), and the scaling does not depend on whether a matrix
     is stored as ``(in, out)``, as here, or ``(out, in)``, as in ``torch.nn.Linear``.
     """
 
     def __init__(self, model: torch.nn.Module, lr: float, matrix_lr: float, weight_decay: float,
-                 betas: tuple[float, float], momentum: float = 0.95) -> None:
+                 betas: tuple[float, float], momentum: float = 0.95, ns_dtype: torch.dtype = torch.bfloat16) -> None:
         matrices, rest = muon_parameters(model)
         if not matrices:
             raise ValueError("the model has no matrices under 'blocks.' for Muon to train")
-        self.muon = torch.optim.Muon(matrices, lr=matrix_lr, weight_decay=weight_decay, momentum=momentum,
-                                     adjust_lr_fn="match_rms_adamw")
+        self.muon = Muon(matrices, lr=matrix_lr, weight_decay=weight_decay, momentum=momentum, ns_dtype=ns_dtype)
         # Vectors (norms, biases) are not decayed, as in make_optimizer; nor is the embedding here.
         self.adamw = torch.optim.AdamW(rest, lr=lr, betas=betas, weight_decay=0.0)
         for group in self.muon.param_groups:
