@@ -134,11 +134,15 @@ def rotary_gpt(n_layers=2, block_size=8, **kw):
     return m.eval()
 
 
-def test_positions_field_is_validated_and_last():
+def test_positions_field_is_validated_and_fields_only_appended():
     from dataclasses import fields
 
     from attnbook.torch import GPTShape
-    assert [f.name for f in fields(GPTShape)][-1] == "positions"
+    names = [f.name for f in fields(GPTShape)]
+    # Fields are only ever appended: a GPTShape built with positional arguments keeps its meaning.
+    assert names[:names.index("positions") + 1] == ["block_size", "n_layers", "n_heads", "d_model", "d_ff", "dropout",
+                                                    "activation", "eps", "bias", "n_kv_heads", "norm", "positions"]
+    assert names[names.index("positions") + 1:] == ["qk_norm", "tie_embeddings"]  # the speedrun's switches
     assert GPTConfig(vocab_size=5).positions == "learned" and GPTRunConfig().positions == "learned"
     with pytest.raises(ValueError, match="positions must be 'learned'"):
         GPTConfig(vocab_size=5, positions="sinusoidal")
