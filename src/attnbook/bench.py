@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> None:
     rotary.add_argument("--speed-only", action="store_true",
                         help="only the generation speed, with an untrained model of the preset's shape")
     speed = sub.add_parser("speedrun", help="seconds of training to a target validation loss, per variant and seed")
-    speed.add_argument("--variants", nargs="+", default=["baseline", "muon rotary"])
+    speed.add_argument("--variants", nargs="+", default=["baseline", "muon rotary, 1000 steps"])
     speed.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     speed.add_argument("--target", type=float, default=1.9,
                        help="validation loss on the whole split; the recipe's seeds end between 1.887 and 1.899")

@@ -26,6 +26,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "muon": {"optimizer": "muon"},
     # Muon at four times that rate on the matrices (the embeddings and norms keep AdamW's 1e-3).
     "muon 4x": {"optimizer": "muon", "matrix_lr": 4e-3},
+    # AdamW at twice the recipe's peak rate (chapter 17's notebook recipe uses it for its short run).
+    "lr 2x": {"lr": 2e-3},
     "rotary": {"positions": "rotary"},  # chapter 21
     "muon rotary": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary"},
     # The same, with Muon's iteration in bfloat16 (torch.optim.Muon's choice) instead of float32 on a CPU.
@@ -38,9 +40,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compile": {"compile": True},
     # Twice the batch, half the steps: the same tokens, in larger matrix products.
     "batch 24": {"batch_size": 24, "steps": 1000, "warmup": 50},
-    # The schedule: the cosine decay ends at step 1000 instead of 2000.
+    # The schedule alone: the cosine decay ends at step 1000 instead of 2000.
+    "1000 steps": {"steps": 1000, "warmup": 50},
+    # The schedule with Muon and rotary positions: the recipe the benchmark keeps.
     "muon rotary, 1000 steps": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary", "steps": 1000,
                                 "warmup": 50},
+    # The kept recipe with one more change each.
+    "muon rotary swiglu, 1000 steps": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary",
+                                       "activation": "swiglu", "steps": 1000, "warmup": 50},
+    "muon rotary qk norm, 1000 steps": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary",
+                                        "qk_norm": True, "steps": 1000, "warmup": 50},
 }
 
 

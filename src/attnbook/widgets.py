@@ -773,3 +773,66 @@ def _encode_text(text: str) -> list[int]:
     from attnbook.tasks import DIGIT0, PLUS
 
     return [PLUS if c == "+" else DIGIT0 + int(c) for c in text]
+
+
+# The iterations newton_schulz_figure offers, by name: (a, b, c) of a s + b s^3 + c s^5 (chapter 25). The
+# same numbers as attnbook.training.muon's QUINTIC and CUBIC, which tests/test_widgets_ch25.py checks;
+# repeated here so that this module does not import torch.
+NS_ITERATIONS = {"quintic (Muon)": (3.4445, -4.7750, 2.0315), "cubic (classic)": (1.5, -0.5, 0.0)}
+
+
+def newton_schulz_figure(singular_values: np.ndarray, steps: int, iteration: str = "quintic (Muon)"):
+    """What ``steps`` Newton-Schulz steps do to singular values (chapter 25). Returns the figure.
+
+    Left: the polynomial ``p(s) = a s + b s^3 + c s^5`` applied ``steps`` times, for ``s`` in ``[1e-4, 1]``,
+    against the target 1. Right: ``singular_values`` (those of a matrix divided by its Frobenius norm,
+    largest first) before and after the steps; the iteration acts on each singular value alone.
+    """
+    a, b, c = NS_ITERATIONS[iteration]
+
+    def iterate(s: np.ndarray) -> np.ndarray:
+        for _ in range(steps):
+            s = a * s + b * s**3 + c * s**5
+        return s
+
+    s = np.asarray(singular_values, dtype=float)
+    grid = np.logspace(-4, 0, 400)
+    fig, (ax_map, ax_sv) = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax_map.semilogx(grid, iterate(grid), color="C0", label=f"after {steps} steps")
+    ax_map.semilogx(grid, grid, ":", color="0.5", label="before (the identity)")
+    ax_map.axhline(1.0, color="C3", lw=0.8, label="target: 1")
+    ax_map.set_xlabel("singular value s before (log scale)")
+    ax_map.set_ylabel("singular value after")
+    ax_map.set_ylim(0, 1.4)
+    ax_map.legend(loc="upper left", fontsize=8)
+    ax_map.set_title(f"{iteration}: a = {a}, b = {b}, c = {c}", fontsize=9)
+    after = iterate(s)
+    index = np.arange(1, len(s) + 1)
+    ax_sv.semilogy(index, s, "o", ms=3, color="0.5", label="before")
+    ax_sv.semilogy(index, after, "o", ms=3, color="C0", label=f"after {steps} steps")
+    ax_sv.axhline(1.0, color="C3", lw=0.8)
+    ax_sv.set_xlabel("index of the singular value (largest first)")
+    ax_sv.set_ylabel("singular value (log scale)")
+    ax_sv.legend(fontsize=8)
+    ax_sv.set_title(f"after {steps} steps: smallest {after.min():.3g}, largest {after.max():.3g}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def newton_schulz_explorer(singular_values: np.ndarray) -> widgets.VBox:
+    """A slider for the number of Newton-Schulz steps and a choice of iteration (chapter 25).
+
+    The quintic lifts the smallest singular values within five steps but leaves them scattered around 1;
+    the cubic lands on 1 exactly, but a small singular value needs many more steps to get there.
+    """
+    steps = widgets.IntSlider(value=5, min=0, max=12, description="steps", continuous_update=False,
+                              style={"description_width": "initial"})
+    iteration = widgets.Dropdown(options=list(NS_ITERATIONS), value="quintic (Muon)", description="iteration",
+                                 style={"description_width": "initial"})
+
+    def draw(k: int, name: str) -> None:
+        newton_schulz_figure(singular_values, k, name)
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"k": steps, "name": iteration})
+    return widgets.VBox([widgets.HBox([steps, iteration]), out])

@@ -35,6 +35,7 @@ from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 from attnbook.exercises.ch22 import check_rms_norm, check_swiglu
 from attnbook.exercises.ch23 import check_apply_merge, check_most_frequent_pair
 from attnbook.exercises.ch24 import check_masked_loss
+from attnbook.exercises.ch25 import check_newton_schulz, check_polar_factor
 
 __all__ = [
     "Verdict",
@@ -85,4 +86,6 @@ __all__ = [
     "check_window_mask",
     "check_rms_norm",
     "check_swiglu",
+    "check_newton_schulz",
+    "check_polar_factor",
 ]

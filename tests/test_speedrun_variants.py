@@ -1,0 +1,27 @@
+"""The speedrun's variants (chapter 25): each is a valid recipe, and each combined variant is exactly the union
+of the single changes it names, so that the ablation table compares like with like."""
+
+from dataclasses import replace
+
+from attnbook.bench_speedrun import VARIANTS
+from attnbook.training.lm import preset
+
+
+def test_every_variant_is_a_valid_recipe_that_sets_its_fields():
+    base = preset("cpu-small")
+    for name, fields in VARIANTS.items():
+        config = replace(base, **fields)  # GPTRunConfig checks every field on construction
+        assert all(getattr(config, field) == value for field, value in fields.items()), name
+        assert config.steps >= config.warmup
+
+
+def test_combined_variants_are_the_union_of_the_single_changes():
+    muon, rotary, short = VARIANTS["muon 4x"], VARIANTS["rotary"], VARIANTS["1000 steps"]
+    assert VARIANTS["muon rotary"] == {**muon, **rotary}
+    assert VARIANTS["muon rotary, 1000 steps"] == {**muon, **rotary, **short}
+    assert VARIANTS["muon rotary bf16"] == {**muon, **rotary, "muon_precision": "bf16"}
+    assert VARIANTS["muon rotary swiglu, 1000 steps"] == {**muon, **rotary, **short, **VARIANTS["swiglu"]}
+    assert VARIANTS["muon rotary qk norm, 1000 steps"] == {**muon, **rotary, **short, **VARIANTS["qk norm"]}
+    # twice the batch for half the steps: the same number of training tokens as the recipe
+    base, batch = preset("cpu-small"), replace(preset("cpu-small"), **VARIANTS["batch 24"])
+    assert batch.batch_size * batch.steps == base.batch_size * base.steps
