@@ -37,7 +37,7 @@ check_polar_factor = Checker(
     mistakes=(
         Mistake(_normalised, "dividing G by its largest singular value keeps the others smaller than 1: every "
                 "singular value of U V^T is 1."),
-        Mistake(_sign, "the sign of every entry is what Adam's update tends to (a direction per entry), not the "
+        Mistake(_sign, "the sign of every entry is what Adam's update becomes for a steady gradient, not the "
                 "orthogonal factor: take the SVD and drop S."),
     ),
 )
@@ -53,10 +53,6 @@ def _ns_cases() -> list[Case]:
         cases.append(Case(f"random G {shape} times 10, {steps} steps, the {name} coefficients",
                           (G, steps, coefficients)))
     return cases
-
-
-def _reference_ns(G, steps, coefficients):
-    return newton_schulz(G, steps, coefficients)
 
 
 def _iterate(G, steps, coefficients, scale):
@@ -85,7 +81,7 @@ check_newton_schulz = Checker(
     name="newton_schulz",
     doc="Check ``fn(G, steps, coefficients) -> X``: ``G`` ``(m, n)`` float64 divided by its Frobenius norm, then "
         "``steps`` times ``X <- a X + (b A + c A A) X`` with ``A = X X^T`` and ``(a, b, c) = coefficients``.",
-    reference=_reference_ns,
+    reference=newton_schulz,
     cases=_ns_cases(),
     mistakes=(
         Mistake(_not_normalised, "divide G by its Frobenius norm first: the polynomial pulls singular values "
