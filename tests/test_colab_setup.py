@@ -69,3 +69,47 @@ def test_colab_check_names_a_timed_out_cell():
     timeout = CellTimeoutError.error_from_timeout_and_cell("Cell execution timed out", TIMEOUT, cell)
     assert _problem(timeout) == f"a cell ran past {TIMEOUT} s: run = train_seq2seq('reverse', config)"
     assert _problem(ValueError("traceback\nValueError: bad shape")) == "ValueError: ValueError: bad shape"
+
+
+def test_a_missed_wake_up_costs_one_poll_slice_not_the_cell_timeout():
+    # A channel whose poll misses the wake-up of a message that has arrived: like pyzmq's asyncio poll
+    # then, it finds the message only when its timeout runs out, and never if it has none.
+    import asyncio
+    import time
+    from queue import Empty
+
+    from tools.kernel import in_slices
+
+    async def missed_wake_up(timeout=None):
+        if timeout is None:
+            await asyncio.Event().wait()
+        await asyncio.sleep(timeout)
+        return {"msg_type": "execute_reply"}
+
+    async def nothing_arrives(timeout=None):
+        await asyncio.sleep(timeout)
+        raise Empty
+
+    for timeout in (600.0, None):
+        start = time.monotonic()
+        assert asyncio.run(in_slices(missed_wake_up, step=0.05)(timeout=timeout)) == {"msg_type": "execute_reply"}
+        assert time.monotonic() - start < 5, "the wait is bounded by the slice, not by the cell's timeout"
+    start = time.monotonic()
+    with pytest.raises(Empty):
+        asyncio.run(in_slices(nothing_arrives, step=0.05)(timeout=0.3))
+    assert 0.3 <= time.monotonic() - start < 5, "an empty channel still waits the whole timeout, then says so"
+    with pytest.raises(Empty):
+        asyncio.run(in_slices(nothing_arrives, step=0.05)(timeout=0))
+
+
+def test_colab_check_client_runs_a_notebook_with_its_channels_polled_in_slices():
+    from tools.colab_check import _client  # the client make execute and the student test use too
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time; time.sleep(1.5); print(6 * 7)")])
+    client = _client(nb)
+    seen = []
+    client.on_cell_executed = lambda **_: seen.append(
+        [c.get_msg.__name__ for c in (client.kc.shell_channel, client.kc.iopub_channel)])
+    client.execute()
+    assert nb.cells[0].outputs[0]["text"] == "42\n"
+    assert seen == [["get_msg_in_slices", "get_msg_in_slices"]]

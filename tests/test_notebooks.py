@@ -8,9 +8,9 @@ from collections import Counter
 import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
-from nbclient import NotebookClient
 
 from tools import badges, student
+from tools.kernel import notebook_client
 from tools.notebooks import (
     NOTEBOOKS,
     asserts,
@@ -198,8 +198,7 @@ def test_student_version_has_no_solutions_and_no_outputs(path):
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
 def test_student_version_runs_and_reports_not_attempted(path):
     nb = read(student_path(path))
-    NotebookClient(nb, timeout=900, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    notebook_client(nb, 900, str(NOTEBOOKS)).execute()
     verdicts = [
         o.data["text/plain"]
         for c in code_cells(nb) if CHECK_CALL.search(c.source)

@@ -30,6 +30,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError
 
+from tools.kernel import notebook_client
 from tools.notebooks import NOTEBOOKS, ROOT, chapter_notebooks, read, student_path
 
 VERSIONS = ROOT / "tools" / "colab-versions.txt"
@@ -37,8 +38,8 @@ PYTHON_LINE = re.compile(r"^#\s*Python\s+(\d+\.\d+)\s*$", re.MULTILINE)
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+)\s*$", re.MULTILINE)
 CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
 # Seconds per cell: several times the slowest cell of any chapter (the training cells take a minute or two
-# with the kernels torch picks). It also bounds a rare wait: chapter 7 has twice run clean but sat idle
-# for this whole limit before its notebook finished, as if a kernel message never arrived.
+# with the kernels torch picks). The client polls in slices (tools/kernel.py), so a missed wake-up
+# costs a second, not this whole limit.
 TIMEOUT = 600
 
 
@@ -62,8 +63,7 @@ print(json.dumps({{"python": "%d.%d.%d" % sys.version_info[:3], "attnbook_file":
 
 
 def _client(nb: nbformat.NotebookNode) -> NotebookClient:
-    return NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                          resources={"metadata": {"path": str(NOTEBOOKS)}})
+    return notebook_client(nb, TIMEOUT, str(NOTEBOOKS))
 
 
 def probe() -> dict[str, str]:

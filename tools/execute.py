@@ -10,19 +10,17 @@ import sys
 import time
 from pathlib import Path
 
-from nbclient import NotebookClient
-
+from tools.kernel import notebook_client
 from tools.notebooks import NOTEBOOKS, chapter_notebooks, config, read, write
 
 
 def execute(chapter: Path) -> float:
     """Execute ``chapter`` in place; return the seconds it took."""
     nb = read(chapter)
-    client = NotebookClient(
+    client = notebook_client(
         nb,
-        timeout=int(config()["execute"]["timeout"]),
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
+        int(config()["execute"]["timeout"]),
+        str(NOTEBOOKS),
         store_widget_state=True,
         record_timing=False,  # timestamps would make every re-run a diff
     )
