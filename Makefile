@@ -5,10 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHAPTERS := $(wildcard notebooks/[0-9][0-9]_*.ipynb)
 NB ?=
-# pytest-xdist: test files run JOBS at a time; notebooks too under test-portable, where each kernel uses
-# one thread (nbval's plain run keeps one notebook at a time, each kernel on all the cores torch picks).
+# pytest-xdist runs test files JOBS at a time. The chapters run one at a time: chapters 17, 18, 20 and 25
+# set torch to two threads, and two kernels sharing two cores slow each other many times over.
 JOBS ?= 2
-NBVAL_JOBS ?= 1
 PYTEST_FLAGS ?=
 
 # Google Colab's runtime: its Python and the exact releases it ships, one file (tools/colab-versions.txt).
@@ -59,15 +58,14 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) $(PYTEST_FLAGS) tests
 
 nbval: $(STAMP)
-	$(BIN)/python -m pytest --nbval --nbval-current-env -p no:cacheprovider \
-		$(if $(filter-out 1,$(NBVAL_JOBS)),-n $(NBVAL_JOBS) --dist loadfile) $(CHAPTERS)
+	$(BIN)/python -m pytest --nbval --nbval-current-env -p no:cacheprovider $(CHAPTERS)
 	$(BIN)/python -m tools.nbval_report
 
 # The same tests on "another machine": a cell that passes only with this machine's rounding fails here.
 # The student versions are left to colab-check, which runs them under the same environment.
 test-portable: $(STAMP)
 	env $(PORTABLE_ENV) $(BIN)/python -m pytest -n $(JOBS) tests -k "not test_student_version_runs_and_reports_not_attempted"
-	env $(PORTABLE_ENV) $(MAKE) --no-print-directory nbval NBVAL_JOBS=$(JOBS)
+	env $(PORTABLE_ENV) $(MAKE) --no-print-directory nbval
 
 execute: $(STAMP)
 	$(BIN)/python -m tools.badges $(NB)
