@@ -131,7 +131,10 @@ def _run(job: tuple[str, Path]) -> tuple[str, Path, str | None, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2)")
+    # One at a time: chapters 17, 18, 20 and 25 set torch to two threads, and two kernels sharing two cores
+    # slow each other several times over (chapters 17 and 18 side by side: 208 s and 368 s, against
+    # about 55 s and 110 s alone).
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks run at once (default 1)")
     parser.add_argument("paths", nargs="*", help="chapters (default: all); their student versions run too")
     args = parser.parse_args(argv)
     chapters = [Path(p).resolve() for p in args.paths] or chapter_notebooks()
