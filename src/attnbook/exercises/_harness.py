@@ -19,6 +19,12 @@ The learner's function gets deep copies of each case's inputs, so nothing it doe
 case or another checker; if it changes those copies in place, the verdict says so, since the caller
 of such a function would find its data overwritten. Each call has a time limit (``time_limit``
 seconds, ``TIME_LIMIT`` by default).
+
+An exercise asks the learner to write something, so an answer that only calls the package's own
+implementation of it proves nothing: a checker's ``forbidden`` functions are watched while the
+learner's function runs (a profile hook sees every call, whatever name or alias it goes through), and an
+answer that calls one is refused with a sentence naming it. Calls made inside the checker's own
+``reference`` are not counted, so the reference must not itself be one of the forbidden functions.
 """
 
 from __future__ import annotations
@@ -79,7 +85,9 @@ class Checker:
     (``"Check ``fn(x) -> weights``: ..."``) and becomes the checker's own docstring, so that ``help()``
     and IPython's ``?`` show it; ``atol`` and ``rtol`` are the tolerances for real-valued answers
     (integer and boolean answers must match exactly); ``mistakes`` are recognised wrong answers with
-    hints; ``time_limit`` bounds each call, in seconds.
+    hints; ``time_limit`` bounds each call, in seconds; ``forbidden`` lists the package's own
+    implementations of what the exercise asks for (Python functions, or builtins such as a torch
+    function): an answer that calls any of them is refused.
     """
 
     name: str
@@ -90,9 +98,13 @@ class Checker:
     atol: float = 1e-8
     rtol: float = 1e-6
     time_limit: float | None = None  # None: TIME_LIMIT
+    forbidden: Sequence[Callable[..., Any]] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         self.__doc__ = self.doc  # an instance attribute: help(), inspect.getdoc() and `?` read it
+        if any(f is self.reference for f in self.forbidden):
+            raise ValueError(f"checker {self.name}: the reference cannot be one of its forbidden functions; "
+                             "wrap it in a function of the checker's module")
 
     def __repr__(self) -> str:
         contract = " ".join(self.doc.replace("``", "").split())  # one line, without the reST markup
@@ -101,6 +113,10 @@ class Checker:
     def __call__(self, fn: Any) -> Verdict:
         if not callable(fn):
             return Verdict(False, f"{self.name}: expected a function, got {type(fn).__name__}.")
+        own = next((f for f in self.forbidden if inspect.unwrap(fn) is f), None)
+        if own is not None:
+            return Verdict(False, f"{self.name}: this is the package's own {_qualified(own)}, not an answer. "
+                                  "Write the function yourself.")
         try:
             for case in self.cases:
                 problem = self._check_case(fn, case)
@@ -123,10 +139,11 @@ class Checker:
         expected = self.reference(*copy.deepcopy(case.args))
         given = copy.deepcopy(case.args)
         limit = TIME_LIMIT if self.time_limit is None else self.time_limit
+        watch = _Watch(self.forbidden, self.reference)
         try:
             # NumPy's own warnings (division by zero, ...) would repeat what the verdict says.
             with np.errstate(all="ignore"):
-                got = _call_with_time_limit(fn, given, limit)
+                got = _call_with_time_limit(watch.wrap(fn), given, limit)
         except NotImplementedError as exc:
             if _raised_by_learner(exc, fn):
                 return _NOT_ATTEMPTED
@@ -139,6 +156,9 @@ class Checker:
                     "Python.")
         except Exception as exc:  # the learner's bug, reported rather than raised
             return f"raised {_describe(exc)} (input: {case.label})."
+        if watch.called is not None:
+            return (f"calls {_qualified(watch.called)}, the package's own answer to this exercise (input: "
+                    f"{case.label}). Write it yourself from the operations the chapter builds it from.")
         changed = _changed_argument(case.args, given, fn)
         if changed is not None:
             return (f"changed its input {changed} in place (input: {case.label}). Compute a new result "
@@ -162,6 +182,56 @@ _NOT_ATTEMPTED = "not attempted"
 
 
 # --- running the learner's function --------------------------------------------------------------
+
+def _qualified(f: Any) -> str:
+    """``module.name`` of a function, as a learner would import it: ``attnbook.numpy.softmax.softmax``."""
+    module = getattr(f, "__module__", None) or getattr(getattr(f, "__self__", None), "__name__", None)
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+    return f"`{module}.{name}`" if module else f"`{name}`"
+
+
+class _Watch:
+    """Notes the first call of a forbidden function made by the learner's function (not by the reference).
+
+    A profile hook (``sys.setprofile``) sees the start of every Python frame and every call of a builtin,
+    so an alias, a method or a call made deep inside the learner's helpers is seen all the same. It is
+    set in the thread that runs the learner's function, for the duration of that call only.
+    """
+
+    def __init__(self, forbidden: Sequence[Callable[..., Any]], reference: Callable[..., Any]) -> None:
+        self.codes = {getattr(inspect.unwrap(f), "__code__", None): f for f in forbidden} if forbidden else {}
+        self.codes.pop(None, None)
+        self.builtins = {id(f): f for f in forbidden if not hasattr(inspect.unwrap(f), "__code__")}
+        self.reference = getattr(inspect.unwrap(reference), "__code__", None)
+        self.inside_reference: set[int] = set()
+        self.called: Callable[..., Any] | None = None
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not (self.codes or self.builtins):
+            return fn
+
+        def watched(*args: Any) -> Any:
+            previous = sys.getprofile()
+            sys.setprofile(self._hook)
+            try:
+                return fn(*args)
+            finally:
+                sys.setprofile(previous)
+
+        return watched
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            if code is self.reference:
+                self.inside_reference.add(id(frame))
+            elif code in self.codes and not self.inside_reference and self.called is None:
+                self.called = self.codes[code]
+        elif event == "return":
+            self.inside_reference.discard(id(frame))
+        elif event == "c_call" and self.builtins and id(arg) in self.builtins and not self.inside_reference:
+            if self.called is None:
+                self.called = self.builtins[id(arg)]
 
 class _TimedOut(BaseException):
     """Raised inside the learner's function when its time is up. A ``BaseException``, so that an
