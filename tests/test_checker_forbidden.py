@@ -15,7 +15,8 @@ def _reference(x):
     return anp.softmax(x, axis=-1)
 
 
-CASES = [Case("a (2, 3) array", (np.arange(6.0).reshape(2, 3),)), Case("a (4,) vector", (np.array([1.0, -2.0, 0.5, 3.0]),))]
+CASES = [Case("a (2, 3) array", (np.arange(6.0).reshape(2, 3),)),
+         Case("a (4,) vector", (np.array([1.0, -2.0, 0.5, 3.0]),))]
 check = Checker(name="my_softmax", doc="Check ``fn(x) -> weights``: softmax over the last axis.", reference=_reference,
                 cases=CASES, mistakes=(Mistake(lambda x: np.exp(x), "divide by the sum."),), forbidden=(anp.softmax,))
 
