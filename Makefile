@@ -9,6 +9,14 @@ NB ?=
 # set torch to two threads, and two kernels sharing two cores slow each other many times over.
 JOBS ?= 2
 PYTEST_FLAGS ?=
+# Tests marked slow (every student version, run top to bottom) are left out of make test; make test-slow
+# runs them, and .ci/run runs the student versions in make colab-check.
+PYTEST_MARK ?= not slow
+# A cell that runs past this many seconds fails nbval instead of holding the run for ever.
+NBVAL_CELL_TIMEOUT ?= 600
+# PyTorch's build: cpu (on Linux, PyTorch's CPU wheel: 192 MB) or cuda (PyPI's default build, which on Linux
+# is the CUDA one: about 2.7 GB with its NVIDIA libraries). Read when .venv is created: rm -rf .venv to change.
+TORCH ?= cpu
 
 # Google Colab's runtime: its Python and the exact releases it ships, one file (tools/colab-versions.txt).
 # The interpreter: COLAB_PYTHON if given, else python3.X on PATH, else pyenv's ~/.pyenv/versions/3.X*.
@@ -23,23 +31,28 @@ COLAB_WHEELS ?= $(HOME)/.cache/attnbook/colab-wheels
 # OpenMP thread stand in for "someone else's machine". Every stored output must survive them.
 PORTABLE_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1
 
-.PHONY: help book test test-portable lint pytest nbval execute badges student site-check colab-check clean
+.PHONY: help book test test-slow test-portable lint pytest nbval execute badges student site-check lab-check \
+	colab-check clean
 
 help:
 	@echo "make book      build the site into _build/html from the committed notebooks"
-	@echo "make test      ruff, pytest over tests/, nbval (strict) over every chapter"
-	@echo "make test-portable  pytest (student versions left to colab-check) and nbval again, perturbed rounding"
+	@echo "make test      ruff, pytest over tests/ (less the slow ones), nbval (strict) over every chapter;"
+	@echo "               prints how long each stage took"
+	@echo "make test-slow the slow tests: every student version run top to bottom"
+	@echo "make test-portable  pytest and nbval again, under a perturbed floating-point environment"
 	@echo "make execute   re-execute chapters in place (NB=notebooks/01_vectors.ipynb for one),"
 	@echo "               then rewrite badges and student versions"
 	@echo "make badges    rewrite Colab badges and setup cells from _config.yml"
 	@echo "make student   regenerate notebooks/student/ from the chapters"
 	@echo "make site-check     build the site and check every page in headless Chromium"
+	@echo "make lab-check      open chapter 1 in JupyterLab in headless Chromium and use its widget"
 	@echo "make colab-check    run every chapter and student version with Colab's Python and releases,"
 	@echo "               listed in tools/colab-versions.txt (edit that file when Colab moves)"
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "attnbook needs Python 3.11 or newer; found " + sys.version.split()[0])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m tools.install_torch --torch $(TORCH)
 	$(BIN)/python -m pip install --quiet --requirement requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@
@@ -49,22 +62,31 @@ book: $(STAMP)
 	rm -rf _build/html
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
 
-test: lint pytest nbval
+# Each stage in turn, stopping at the first that fails, with the seconds each took.
+test: $(STAMP)
+	@set -e; all=$$(date +%s); for stage in lint pytest nbval; do \
+		start=$$(date +%s); $(MAKE) --no-print-directory $$stage; \
+		echo "make test: $$stage passed in $$(( $$(date +%s) - start )) s"; \
+	done; echo "make test: all stages passed in $$(( $$(date +%s) - all )) s"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -n $(JOBS) -m slow $(PYTEST_FLAGS) tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) $(PYTEST_FLAGS) tests
+	$(BIN)/python -m pytest -n $(JOBS) -m "$(PYTEST_MARK)" $(PYTEST_FLAGS) tests
 
 nbval: $(STAMP)
-	$(BIN)/python -m pytest --nbval --nbval-current-env -p no:cacheprovider $(CHAPTERS)
+	$(BIN)/python -m pytest --nbval --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
+		-p no:cacheprovider $(CHAPTERS)
 	$(BIN)/python -m tools.nbval_report
 
 # The same tests on "another machine": a cell that passes only with this machine's rounding fails here.
-# The student versions are left to colab-check, which runs them under the same environment.
+# The slow tests (the student versions) are left to colab-check, which runs them once.
 test-portable: $(STAMP)
-	env $(PORTABLE_ENV) $(BIN)/python -m pytest -n $(JOBS) tests -k "not test_student_version_runs_and_reports_not_attempted"
+	env $(PORTABLE_ENV) $(BIN)/python -m pytest -n $(JOBS) -m "not slow" tests
 	env $(PORTABLE_ENV) $(MAKE) --no-print-directory nbval
 
 execute: $(STAMP)
@@ -80,6 +102,10 @@ student: $(STAMP)
 
 site-check: book
 	$(BIN)/python -m tools.site_check
+
+# Chapter 1 opened in a real JupyterLab from .venv (loopback only) and its widget used in headless Chromium.
+lab-check: $(STAMP)
+	$(BIN)/python -m tools.lab_check
 
 # Colab's environment, to prove that the chapters and the student versions run there (and that their
 # assertions hold there), with the CPU kernels Colab picks (rounding on other CPUs is test-portable's

@@ -14,6 +14,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the authoring tools in tools/ are tested too
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: minutes of work (make test-slow runs these; make test leaves them out)")
+
+
 @pytest.fixture(autouse=True)
 def close_figures():
     """Close every figure a test drew, so figures do not pile up across tests."""

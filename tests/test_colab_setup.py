@@ -113,3 +113,53 @@ def test_colab_check_client_runs_a_notebook_with_its_channels_polled_in_slices()
     client.execute()
     assert nb.cells[0].outputs[0]["text"] == "42\n"
     assert seen == [["get_msg_in_slices", "get_msg_in_slices"]]
+
+
+# --- the Colab check runs a chapter and its student version in one kernel -------------------------------
+
+def _nb(*cells):
+    import nbformat
+
+    made = []
+    for kind, source, *tag in cells:
+        cell = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+        if tag:
+            cell.metadata["tags"] = list(tag)
+        made.append(cell)
+    return nbformat.v4.new_notebook(cells=made)
+
+
+STUB = "def double(x):\n    raise NotImplementedError"
+SOLUTION = "def double(x):\n    return 2 * x"
+CHECK = ("def check_double(fn):\n    try:\n        return 'all passed' if fn(2) == 4 else 'wrong'\n"
+         "    except NotImplementedError:\n        return 'double: not attempted yet'\n")
+
+
+def test_chapter_tail_starts_at_the_first_cell_the_student_version_changed():
+    from tools.colab_check import chapter_tail
+
+    chapter = _nb(("code", "x = 1\n"), ("markdown", "## Exercises"), ("code", SOLUTION),
+                  ("code", "check_double(double)"))
+    student = _nb(("code", "x = 1"), ("markdown", "## Exercises"), ("code", STUB), ("code", "check_double(double)"))
+    assert [c.source for c in chapter_tail(chapter, student)] == [SOLUTION, "check_double(double)"]
+
+
+def test_colab_check_runs_the_student_version_then_the_chapters_solutions_and_tells_which_failed():
+    from tools.colab_check import run_pair
+
+    student = _nb(("code", CHECK), ("code", STUB), ("code", "check_double(double)"))
+    chapter = _nb(("code", CHECK), ("code", SOLUTION), ("code", "assert check_double(double) == 'all passed'"))
+    assert run_pair(chapter, student) == (None, None)
+    # a solution that fails is the chapter's failure, after a student version that passed
+    wrong = _nb(("code", CHECK), ("code", "def double(x):\n    return x"),
+                ("code", "assert check_double(double) == 'all passed'"))
+    student_problem, chapter_problem = run_pair(wrong, student)
+    assert student_problem is None and "AssertionError" in chapter_problem
+    # a student version that fails stops the run before the chapter's cells
+    broken = _nb(("code", CHECK), ("code", STUB), ("code", "1 / 0"))
+    student_problem, chapter_problem = run_pair(chapter, broken)
+    assert "ZeroDivisionError" in student_problem and "not reached" in chapter_problem
+    # a student stub that answers is caught: its checker must say "not attempted yet"
+    answered = _nb(("code", CHECK), ("code", SOLUTION), ("code", "check_double(double)"))
+    student_problem, _ = run_pair(chapter, answered)
+    assert "not attempted yet" in student_problem

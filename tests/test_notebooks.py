@@ -195,6 +195,7 @@ def test_student_version_has_no_solutions_and_no_outputs(path):
     assert "widgets" not in nb.metadata
 
 
+@pytest.mark.slow  # every chapter's teaching cells, training included: make test-slow; CI runs them in colab-check
 @pytest.mark.parametrize("path", CHAPTERS, ids=IDS)
 def test_student_version_runs_and_reports_not_attempted(path):
     nb = read(student_path(path))

@@ -7,9 +7,16 @@ then runs, in fresh kernels there:
 
 - a probe that reports the kernel's Python and package versions and fails if they differ from the file,
   or if ``attnbook`` is not the installed wheel;
-- every chapter, top to bottom: no cell may fail except one tagged ``raises-exception``;
-- every student version, top to bottom: no cell may fail, and every checker reports "not attempted yet"
-  (the exercise stubs raise ``NotImplementedError`` only when called, and their checkers catch it).
+- every chapter and its student version, in one kernel: first the student version top to bottom (no
+  cell may fail, and every checker reports "not attempted yet": the exercise stubs raise
+  ``NotImplementedError`` only when called, and their checkers catch it), then, in the same kernel, the
+  chapter's own code from its first cell that the student version changed or removed to its end (the
+  solutions and the checks after them): no cell may fail except one tagged ``raises-exception``.
+
+A student version is the chapter with its solutions removed, so the two share every cell before the
+exercises; run separately, every teaching cell (the training runs included) ran twice. Run this way it runs
+once, and both versions are still run to their ends: the student version whole, from a fresh kernel, and
+then every cell of the chapter that differs from it, after the cells they share.
 
 It only executes: outputs are compared by nbval in ``make test``. Usage:
 ``python -m tools.colab_check [--jobs N] [notebooks/NN_name.ipynb ...]``.
@@ -18,6 +25,7 @@ It only executes: outputs are compared by nbval in ``make test``. Usage:
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -96,37 +104,53 @@ def _problem(exc: Exception) -> str:
     return f"{type(exc).__name__}: {lines[-1][:300]}"
 
 
-def run_chapter(path: Path) -> str | None:
-    """Execute a chapter; return what went wrong, or None."""
+def chapter_tail(chapter: nbformat.NotebookNode, student: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """The chapter's code cells from the first one its student version changed or removed, to the end."""
+    ours = [c for c in chapter.cells if c.cell_type == "code"]
+    theirs = [c for c in student.cells if c.cell_type == "code"]
+    pairs = zip(ours, theirs, strict=False)  # the chapter has the longer tail: its solutions
+    first = next((i for i, (a, b) in enumerate(pairs) if a.source.rstrip() != b.source.rstrip()),
+                 min(len(ours), len(theirs)))
+    return ours[first:]
+
+
+def run_both(chapter_path: Path) -> tuple[str | None, str | None]:
+    """:func:`run_pair` on a chapter and its student version."""
+    return run_pair(read(chapter_path), read(student_path(chapter_path)))
+
+
+def run_pair(chapter: nbformat.NotebookNode, student: nbformat.NotebookNode) -> tuple[str | None, str | None]:
+    """Execute a student version, then the chapter's differing tail in the same kernel.
+
+    Returns what went wrong with each (the student version, the chapter), or None for each that passed.
+    """
+    n_student = len(student.cells)
+    tail = copy.deepcopy(chapter_tail(chapter, student))
+    for cell in tail:  # a cell never reached must not show the chapter's stored outputs
+        cell.outputs, cell.execution_count = [], None
+    nb = nbformat.v4.new_notebook(cells=student.cells + tail, metadata=student.metadata)
     try:
-        _client(read(path)).execute()  # cells tagged raises-exception may raise; nothing else may
+        _client(nb).execute()  # cells tagged raises-exception may raise; nothing else may
     except Exception as exc:  # a failing cell, a timeout or a dead kernel: all are failures
-        return _problem(exc)
-    return None
-
-
-def run_student(path: Path) -> str | None:
-    """Execute a student version; return what went wrong, or None."""
-    nb = read(path)
-    try:
-        _client(nb).execute()
-    except Exception as exc:
-        return _problem(exc)
-    checks = [c for c in nb.cells if c.cell_type == "code" and CHECK_CALL.search(c.source)]
+        problem = _problem(exc)
+        failed_in_chapter = any(o.get("output_type") == "error" for c in nb.cells[n_student:]
+                                for o in c.get("outputs", []))
+        return (None, problem) if failed_in_chapter else (problem, "not reached: its student version failed")
+    checks = [c for c in nb.cells[:n_student] if c.cell_type == "code" and CHECK_CALL.search(c.source)]
     if not checks:
-        return "no exercise checker"
+        return "no exercise checker", None
     for cell in checks:
         text = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in cell.outputs)
         if "not attempted yet" not in text:
-            return f"checker did not report 'not attempted yet': {cell.source.splitlines()[0]} -> {text[:200]!r}"
-    return None
+            first = cell.source.splitlines()[0]
+            return f"checker did not report 'not attempted yet': {first} -> {text[:200]!r}", None
+    return None, None
 
 
-def _run(job: tuple[str, Path]) -> tuple[str, Path, str | None, float]:
-    kind, path = job
+def _run(path: Path) -> tuple[Path, str | None, str | None, float]:
     start = time.perf_counter()
-    problem = (run_chapter if kind == "chapter" else run_student)(path)
-    return kind, path, problem, time.perf_counter() - start
+    student, chapter = run_both(path)
+    return path, student, chapter, time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,18 +177,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"colab check: this is not Colab's environment ({VERSIONS.relative_to(ROOT)}); run `make colab-check`")
         return 1
 
-    students = [student_path(c) for c in chapters]
-    jobs = [("chapter", c) for c in chapters] + [("student", s) for s in students]
     failed = {"chapter": 0, "student": 0}
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for kind, path, problem, seconds in pool.map(_run, jobs):
+        for path, student, chapter, seconds in pool.map(_run, chapters):
             name = path.relative_to(NOTEBOOKS)
-            if problem is None:
-                print(f"ok   {name} ({seconds:.0f} s)", flush=True)
-            else:
-                failed[kind] += 1
-                print(f"FAIL {name} ({seconds:.0f} s): {problem}", flush=True)
-    n, m = len(chapters), len(students)
+            if student is None and chapter is None:
+                print(f"ok   {name} and its student version ({seconds:.0f} s)", flush=True)
+            for kind, problem in (("student", student), ("chapter", chapter)):
+                if problem is not None:
+                    failed[kind] += 1
+                    label = student_path(path).relative_to(NOTEBOOKS) if kind == "student" else name
+                    print(f"FAIL {label} ({seconds:.0f} s): {problem}", flush=True)
+    n = m = len(chapters)
     print(f"colab check: chapters {n - failed['chapter']} passed, {failed['chapter']} failed; "
           f"student versions {m - failed['student']} passed, {failed['student']} failed "
           f"({time.perf_counter() - start:.0f} s)")
