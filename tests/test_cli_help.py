@@ -165,3 +165,32 @@ def test_train_with_muon_and_its_rate_trains(text_file, tmp_path, capsys):
 
     config = load_checkpoint(tmp_path / "ckpt.pt")["config"]
     assert (config["optimizer"], config["matrix_lr"]) == ("muon", 0.02)
+
+
+def test_attnbook_lists_every_command_and_its_version(capsys):
+    from attnbook import __main__ as attnbook_main
+    from attnbook import __version__
+
+    attnbook_main.main([])
+    out = capsys.readouterr().out
+    assert out.startswith(f"attnbook {__version__}:")
+    for name, text in bench.BENCHMARKS.items():
+        assert f"attnbook bench {name}" in out and text in out
+    assert "attnbook train gpt" in out and train.MODELS["gpt"] in out
+    with pytest.raises(SystemExit) as done:
+        attnbook_main.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"attnbook {__version__}\n"
+    assert set(bench.BENCHMARKS) == set(BENCHMARKS)  # every subcommand is listed
+
+
+def test_attnbook_hands_train_and_bench_their_arguments(capsys):
+    from attnbook import __main__ as attnbook_main
+
+    err = usage_error(attnbook_main.main, ["bench", "speedrun", "--variants", "nonsense"], capsys)
+    assert "'nonsense'" in err and "'muon rotary, 1000 steps'" in err
+    err = usage_error(attnbook_main.main, ["train", "gpt", "--lr", "fast"], capsys)
+    assert "--lr" in err
+    usage_error(attnbook_main.main, ["nonsense"], capsys)
+    with pytest.raises(SystemExit) as done:
+        attnbook_main.main(["train", "gpt", "--help"])
+    assert done.value.code == 0 and "--matrix-lr" in capsys.readouterr().out

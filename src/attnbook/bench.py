@@ -383,37 +383,50 @@ def bench_modern(steps: int, seeds: list[int], arms: list[str], threads: int) ->
               f"{max(losses):>7.4f} {speed:>9,.0f} {speed / speed0:>14.2f}", flush=True)
 
 
+# The benchmarks, in the order of their chapters: what each measures, in one line (``python -m attnbook`` lists them).
+BENCHMARKS = {
+    "seq2seq": "train the chapter 16 tasks to 99% exact match",
+    "gpt": "the small CPU recipe on Tiny Shakespeare; throughput; generation",
+    "attention": "time and memory of plain, tiled and PyTorch attention; GQA",
+    "rotary": "learned against rotary positions, several seeds; longer contexts; the sliding key-value cache",
+    "modern": "the GPT-2 block against the Llama-style block, several seeds each",
+    "bpe": "characters against byte-pair tokens, in bits per character",
+    "mlm": "masked language modelling against the GPT on the same masked positions",
+    "speedrun": "seconds of training to a target validation loss, per variant and seed",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0],
                                      epilog=__doc__.split("\n", 1)[1], formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="which", required=True)
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
+    def command(name: str) -> argparse.ArgumentParser:
+        text = BENCHMARKS[name].replace("%", "%%")  # argparse formats help strings with %
+        return sub.add_parser(name, help=text, description=text, formatter_class=HelpFormatter)
 
-    s2s = command("seq2seq", "train the chapter 16 tasks to 99%% exact match")
+    s2s = command("seq2seq")
     s2s.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="the tasks to train")
     s2s.add_argument("--max-steps", type=at_least(1), default=5000, help="steps at most, per task")
-    gpt = command("gpt", "the small CPU recipe on Tiny Shakespeare; throughput; generation")
+    gpt = command("gpt")
     gpt.add_argument("--steps", type=at_least(1), default=2000, help="training steps of the recipe")
     gpt.add_argument("--new-tokens", type=at_least(1), default=256, help="tokens generated per speed measurement")
-    attention = command("attention", "time and memory of plain, tiled and PyTorch attention; GQA")
+    attention = command("attention")
     attention.add_argument("--lengths", nargs="+", type=at_least(1),
                            default=[256, 512, 1024, 2048, 4096, 8192, 16384], help="sequence lengths T")
     attention.add_argument("--max-plain-gib", type=float, default=2.0,
                            help="skip plain attention where its score matrices would need more than this")
-    bpe = command("bpe", "characters against byte-pair tokens, in bits per character")
+    bpe = command("bpe")
     bpe.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
     bpe.add_argument("--vocab-sizes", type=at_least(1), nargs="+", default=[512, 1024],
                      help="BPE vocabulary sizes, one model each")
     bpe.add_argument("--char-contexts", type=at_least(1), nargs="+", default=[64],
                      help="contexts of the character models, in characters, one model each")
-    mlm = command("mlm", "masked language modelling against the GPT on the same masked positions")
+    mlm = command("mlm")
     mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="notebook",
                      help="the recipe of both models")
     mlm.add_argument("--steps", type=at_least(1), default=3000, help="training steps of both models")
-    rotary = command("rotary", "learned against rotary positions, several seeds; longer contexts; "
-                     "the sliding key-value cache")
+    rotary = command("rotary")
     rotary.add_argument("--preset", choices=list(PRESETS_WARMUP), default="cpu-small", help="the recipe")
     rotary.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
     rotary.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one model per seed and arm")
@@ -422,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     rotary.add_argument("--new-tokens", type=at_least(1), default=512, help="tokens generated per speed measurement")
     rotary.add_argument("--speed-only", action="store_true",
                         help="only the generation speed, with an untrained model of the preset's shape")
-    speed = command("speedrun", "seconds of training to a target validation loss, per variant and seed")
+    speed = command("speedrun")
     speed.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="VARIANT",
                        default=["baseline", "muon rotary, 1000 steps"],
                        help="the recipes raced (quote names with spaces); the first is the one the others are "
@@ -431,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--target", type=positive_float, default=1.9,
                        help="validation loss on the whole split; the recipe's seeds end between 1.887 and 1.899")
     speed.add_argument("--eval-every", type=at_least(1), default=50, help="steps between evaluations")
-    modern = command("modern", "the GPT-2 block against the Llama-style block, several seeds each")
+    modern = command("modern")
     modern.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
     modern.add_argument("--seeds", type=int, nargs="+", default=[1337, 1, 2], help="one model per seed and arm")
     modern.add_argument("--arms", nargs="+", choices=list(MODERN_ARMS), metavar="ARM", default=["gpt2", "llama"],

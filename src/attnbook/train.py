@@ -21,12 +21,15 @@ import torch
 from attnbook._cli import HelpFormatter, add_config_options, at_least, config_overrides, usage_errors
 from attnbook.training.lm import PRESETS, GPTRunConfig, preset, train_gpt
 
+# What can be trained, in one line each (``python -m attnbook`` lists them).
+MODELS = {"gpt": "a character-level GPT on Tiny Shakespeare (or --text-file)"}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m attnbook.train", description=__doc__.split("\n")[0],
                                      formatter_class=HelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="model", required=True)
-    gpt = sub.add_parser("gpt", help="a character-level GPT on Tiny Shakespeare (or --text-file)",
+    gpt = sub.add_parser("gpt", help=MODELS["gpt"],
                          description="Train a character-level GPT: a preset recipe, any of its fields replaced.",
                          formatter_class=HelpFormatter)
     gpt.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small", help="the recipe to start from")
