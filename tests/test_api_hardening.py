@@ -102,8 +102,8 @@ def test_the_command_line_checks_every_argument_before_training(tmp_path, capsys
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("café au lait ".encode("latin-1") * 50)
     cases = [
-        (["--sample", "-5"], "--sample must be 0 or more; got -5"),
-        (["--threads", "-1"], "--threads must be 0 or more; got -1"),
+        (["--sample", "-5"], "argument --sample: must be 0 or more; got -5"),
+        (["--threads", "-1"], "argument --threads: must be 0 or more; got -1"),
         (["--grad-clip", "-1"], "grad_clip must be 0"),
         (["--weight-decay", "-1"], "weight_decay must be 0 or more"),
         (["--min-lr", "1", "--lr", "0.1"], "min_lr must lie in"),
@@ -112,7 +112,7 @@ def test_the_command_line_checks_every_argument_before_training(tmp_path, capsys
     ]
     for args, message in cases:
         with pytest.raises(SystemExit) as stop:
-            main(["gpt", "--preset", "tiny", "--progress", "false", *args])
+            main(["gpt", "--preset", "tiny", "--no-progress", *args])
         assert stop.value.code == 2, args
         assert message in capsys.readouterr().err, args
 

@@ -1,10 +1,12 @@
-"""The Colab setup cell installs the release that pyproject.toml names, and the site leaves it out."""
+"""A chapter in Colab is one version: its badge opens the notebook at the ref `_config.yml` names, and its setup
+cell installs the package from the same ref; the site leaves the setup cell out."""
 
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 from tools import badges
 from tools.colab_check import colab_versions
@@ -13,32 +15,45 @@ from tools.notebooks import ROOT, chapter_notebooks, read, repository, student_p
 NOTEBOOKS = [p for c in chapter_notebooks() for p in (c, student_path(c))]
 IDS = [p.relative_to(ROOT / "notebooks").with_suffix("").as_posix() for p in NOTEBOOKS]
 INSTALL = re.compile(r'%pip install --quiet "attnbook @ git\+(\S+)@(\S+)"')
+BADGE = re.compile(r"\(https://colab\.research\.google\.com/github/([^/]+/[^/]+)/blob/([^/]+)/(\S+?\.ipynb)\)")
 
 
-def pyproject_version() -> str:
-    """The package version, read from pyproject.toml's [project] table without the tools' help."""
-    text = (ROOT / "pyproject.toml").read_text()
-    project = text.split("[project]", 1)[1].split("\n[", 1)[0]
-    return re.search(r'^version\s*=\s*"([^"]+)"', project, re.MULTILINE).group(1)
+def configured() -> tuple[str, str]:
+    """``repository.url`` and ``repository.branch`` read from _config.yml without the tools' help."""
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    return repo["url"], repo["branch"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_setup_cell_installs_the_release_that_pyproject_names(path: Path):
-    setup = [c for c in read(path).cells if "colab-setup" in tags(c)]
-    assert len(setup) == 1, "expected one cell tagged colab-setup"
-    installs = INSTALL.findall(setup[0].source)
-    assert installs == [(repository()[0], f"v{pyproject_version()}")], (
-        f"the setup cell installs {installs}; run `make badges` after changing the version")
+def test_badge_and_setup_cell_come_from_the_one_ref_in_config(path: Path):
+    url, ref = configured()
+    nb = read(path)
+    (setup,) = [c for c in nb.cells if "colab-setup" in tags(c)]
+    (badge,) = [c for c in nb.cells if "colab-badge" in tags(c)]
+    assert INSTALL.findall(setup.source) == [(url, ref)], (
+        "the setup cell installs another version than the badge opens; run `make badges`")
+    links = BADGE.findall(badge.source)
+    assert links and all((repo, at) == (url.removeprefix("https://github.com/"), ref) for repo, at, _ in links), links
+    assert links[0][2] == path.relative_to(ROOT).as_posix()
+
+
+def test_one_setting_moves_badge_and_setup_cell_together(monkeypatch):
+    """Point _config.yml at another ref (a release tag, say): the badge and the setup cell both follow it."""
+    import tools.notebooks
+
+    real = tools.notebooks.config()
+    monkeypatch.setattr(tools.notebooks, "config",
+                        lambda: {**real, "repository": {**real["repository"], "branch": "v9.9.9"}})
+    chapter = chapter_notebooks()[0]
+    assert "/blob/v9.9.9/notebooks/" in badges.badge_source(chapter, student=False)
+    assert f'"attnbook @ git+{configured()[0]}@v9.9.9"' in badges.setup_source()
+    assert repository()[1] == "v9.9.9"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_site_leaves_the_setup_cell_out(path: Path):
     (setup,) = [c for c in read(path).cells if "colab-setup" in tags(c)]
     assert "remove-cell" in tags(setup)
-
-
-def test_release_tag_follows_pyproject():
-    assert badges.release_tag() == f"v{pyproject_version()}"
 
 
 def test_badges_tool_tags_a_new_setup_cell_once():

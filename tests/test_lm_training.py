@@ -134,7 +134,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
                "--master_addr=127.0.0.1", f"--master_port={_free_port()}", "-m", "attnbook.train", "gpt",
                "--preset", "tiny", "--steps", "12", "--eval-every", "6", "--text-file", str(text_file),
-               "--out-dir", str(out), "--sample", "0", "--progress", "false",
+               "--out-dir", str(out), "--sample", "0", "--no-progress",
                "--device", "cpu"]  # gloo, also on a machine with a GPU
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -173,7 +173,7 @@ def test_command_line_trains_saves_and_samples(tmp_path, capsys):
     text_file = tmp_path / "text.txt"
     text_file.write_text(TEXT, encoding="utf-8")
     train_main(["gpt", "--preset", "tiny", "--steps", "6", "--eval-every", "3", "--text-file", str(text_file),
-                "--out-dir", str(tmp_path / "run"), "--sample", "40", "--progress", "false", "--lr", "0.002"])
+                "--out-dir", str(tmp_path / "run"), "--sample", "40", "--no-progress", "--lr", "0.002"])
     printed = capsys.readouterr().out
     assert "steps 6, validation loss" in printed
     state = load_checkpoint(tmp_path / "run" / "ckpt.pt")

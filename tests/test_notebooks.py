@@ -136,7 +136,7 @@ def test_badges_point_at_the_right_files(path):
         assert colab_url(file).endswith(f"/blob/{branch}/notebooks/{'student/' if is_student else ''}{path.name}")
         if not is_student:
             assert f"({colab_url(student_path(path))})" in badge.source
-        assert f"git+{url}@{badges.release_tag()}" in setup.source
+        assert f"git+{url}@{branch}" in setup.source
 
 
 def run_setup_cell(source, in_colab):
@@ -163,7 +163,7 @@ def test_setup_cell_installs_in_colab_and_only_there():
     url, _ = repository()
     assert run_setup_cell(badges.setup_source(), in_colab=False) == []
     calls = run_setup_cell(badges.setup_source(), in_colab=True)
-    assert calls == [("pip", f'install --quiet "attnbook @ git+{url}@{badges.release_tag()}"')]
+    assert calls == [("pip", f'install --quiet "attnbook @ git+{url}@{repository()[1]}"')]
 
 
 def test_badges_tool_inserts_missing_cells_and_is_idempotent(tmp_path):

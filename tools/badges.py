@@ -1,17 +1,17 @@
 """Write the "Open in Colab" badge and the Colab setup cell into every chapter and student version.
 
-Both come from the repository URL in ``_config.yml``. The badge is the markdown cell tagged
-``colab-badge`` (inserted after the title cell if missing); the setup cell is the code cell tagged
-``colab-setup`` (inserted before the first code cell if missing). The setup cell installs the release
-named by ``pyproject.toml``'s version (tag ``vX.Y.Z``), never the moving branch, and carries the tag
-``remove-cell`` so that the site leaves it out (it does nothing outside Colab).
+Both come from ``repository`` in ``_config.yml``: its ``url``, and its ``branch``, the one ref (a branch or a
+tag) that the badge opens the notebook at and that the setup cell installs the package from, so that the
+notebook and the package a reader runs in Colab are always the same version. The badge is the markdown
+cell tagged ``colab-badge`` (inserted after the title cell if missing); the setup cell is the code cell
+tagged ``colab-setup`` (inserted before the first code cell if missing), and carries the tag ``remove-cell``
+so that the site leaves it out (it does nothing outside Colab).
 Usage: ``python -m tools.badges [notebooks/NN_name.ipynb ...]`` (default: every chapter); the student
 version of each chapter named is rewritten too.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -30,15 +30,12 @@ from tools.notebooks import (
 
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 SETUP_TAGS = ["colab-setup", "remove-cell"]  # remove-cell: MyST-NB leaves the cell out of the site
-PROJECT_VERSION = re.compile(r'^\[project\][^\[]*?^version\s*=\s*"([^"]+)"', re.MULTILINE | re.DOTALL)
 
 
-def release_tag() -> str:
-    """The git tag of the release the setup cell installs: ``v`` and ``pyproject.toml``'s version."""
-    match = PROJECT_VERSION.search((ROOT / "pyproject.toml").read_text())
-    if match is None:
-        raise ValueError("pyproject.toml: no version in [project]")
-    return f"v{match.group(1)}"
+def install_spec() -> str:
+    """What the setup cell gives pip: the package at the ref the badges open, ``attnbook @ git+URL@REF``."""
+    url, ref = repository()
+    return f"attnbook @ git+{url}@{ref}"
 
 
 def badge_source(notebook: Path, student: bool) -> str:
@@ -51,15 +48,14 @@ def badge_source(notebook: Path, student: bool) -> str:
 
 
 def setup_source() -> str:
-    """Code of the setup cell: installs the package's release in Colab, and only there."""
-    url, _ = repository()
+    """Code of the setup cell: installs the package, at the notebook's own ref, in Colab and only there."""
     return (
         "# Setup: in Google Colab this installs the attnbook package; anywhere else it does nothing\n"
         "# (locally, `make book` or `pip install -e .` has installed it already).\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        f'    %pip install --quiet "attnbook @ git+{url}@{release_tag()}"'
+        f'    %pip install --quiet "{install_spec()}"'
     )
 
 

@@ -132,7 +132,7 @@ def torchrun() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "-m",
                "attnbook.train", "gpt", "--preset", "tiny", "--device", "cuda", "--out-dir", tmp,
-               "--sample", "0", "--progress", "false"]
+               "--sample", "0", "--no-progress"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert (Path(tmp) / "ckpt.pt").is_file()

@@ -30,7 +30,11 @@ def config() -> dict:
 
 
 def repository() -> tuple[str, str]:
-    """``(url, branch)`` of the book's repository, from ``_config.yml``."""
+    """``(url, ref)`` of the book's repository, from ``_config.yml``'s ``repository.url`` and ``.branch``.
+
+    The ref (a branch, or a tag) is the one version both halves of a chapter in Colab come from: its badge opens
+    the notebook at that ref, and its setup cell installs the package from the same ref.
+    """
     repo = config()["repository"]
     return repo["url"].rstrip("/"), repo.get("branch", "main")
 

@@ -5,4 +5,10 @@ under the same names (NumPy for Part I, PyTorch from Part II on); ``attnbook.exe
 learner's answers; ``attnbook.plotting`` and ``attnbook.widgets`` draw the figures.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    # The version is written once, in pyproject.toml; the installed package's metadata carries it.
+    __version__ = version("attnbook")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"

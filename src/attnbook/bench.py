@@ -42,10 +42,13 @@ import platform
 import statistics
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
+from attnbook._cli import HelpFormatter, at_least, positive_float, usage_errors
+from attnbook.bench_speedrun import VARIANTS, bench_speedrun, speedrun_configs
 from attnbook.data.text import random_windows
 from attnbook.tasks import TASKS
 from attnbook.torch.decoding import generate
@@ -56,6 +59,9 @@ from attnbook.training.lm import GPTRunConfig, preset, train_gpt
 from attnbook.training.seq2seq import TASK_LENGTHS, train_seq2seq
 from attnbook.training.trainer import TrainConfig, make_optimizer, optimizer_step
 
+if TYPE_CHECKING:
+    from attnbook.training.mlm import MLMRunConfig
+
 
 def bench_seq2seq(tasks: list[str], max_steps: int) -> None:
     print(f"seq2seq benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
@@ -63,8 +69,8 @@ def bench_seq2seq(tasks: list[str], max_steps: int) -> None:
     print(f"{'task':>8} {'lengths':>8} {'steps':>6} {'train s':>8} {'s to 99%':>9} {'val EM':>7} {'test EM':>8} "
           f"{'params':>8}")
     for task in tasks:
-        config = TrainConfig(steps=max_steps, batch_size=64, lr=1e-3, warmup=300, eval_every=100, target=0.99,
-                             progress=False)
+        config = TrainConfig(steps=max_steps, batch_size=64, lr=1e-3, warmup=min(300, max_steps), eval_every=100,
+                             target=0.99, progress=False)
         start = time.perf_counter()
         run = train_seq2seq(task, config)
         wall = time.perf_counter() - start
@@ -144,7 +150,7 @@ def bench_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, repeats:
 def bench_gpt(steps: int, new_tokens: int) -> None:
     print(f"GPT benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}", flush=True)
-    config = preset("cpu-small", steps=steps, progress=False)
+    config = preset("cpu-small", steps=steps, warmup=min(100, steps), progress=False)  # warm-up within the run
     peak = matmul_gflops()
     print(f"float32 matmul, 1024 x 1024: {peak:.1f} GFLOP/s", flush=True)
 
@@ -215,12 +221,19 @@ def bench_bpe(steps: int, vocab_sizes: list[int], char_contexts: list[int]) -> N
         print(f"\n{name}, context {context}, a sample at temperature 0.8:\n{sample}", flush=True)
 
 
+def mlm_config(preset_name: str, steps: int) -> MLMRunConfig:
+    """The recipe of ``bench mlm``: the preset with ``steps``, its warm-up cut to the run when the run is shorter."""
+    from attnbook.training import mlm
+
+    return mlm.preset(preset_name, steps=steps, warmup=min(mlm.PRESETS[preset_name].warmup, steps), progress=False)
+
+
 def bench_mlm(preset_name: str, steps: int) -> None:
     from attnbook.training import mlm
 
     print(f"MLM benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}", flush=True)
-    config = mlm.preset(preset_name, steps=steps, progress=False)
+    config = mlm_config(preset_name, steps)
     text = mlm.load_tinyshakespeare()
     tic = time.perf_counter()
     enc = mlm.train_mlm(config, text)
@@ -370,47 +383,90 @@ def bench_modern(steps: int, seeds: list[int], arms: list[str], threads: int) ->
               f"{max(losses):>7.4f} {speed:>9,.0f} {speed / speed0:>14.2f}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0])
+# The benchmarks, in the order of their chapters: what each measures, in one line (``python -m attnbook`` lists them).
+BENCHMARKS = {
+    "seq2seq": "train the chapter 16 tasks to 99% exact match",
+    "gpt": "the small CPU recipe on Tiny Shakespeare; throughput; generation",
+    "attention": "time and memory of plain, tiled and PyTorch attention; GQA",
+    "rotary": "learned against rotary positions, several seeds; longer contexts; the sliding key-value cache",
+    "modern": "the GPT-2 block against the Llama-style block, several seeds each",
+    "bpe": "characters against byte-pair tokens, in bits per character",
+    "mlm": "masked language modelling against the GPT on the same masked positions",
+    "speedrun": "seconds of training to a target validation loss, per variant and seed",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0],
+                                     epilog=__doc__.split("\n", 1)[1], formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="which", required=True)
-    s2s = sub.add_parser("seq2seq", help="train the chapter 16 tasks to 99%% exact match")
-    s2s.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    s2s.add_argument("--max-steps", type=int, default=5000)
-    gpt = sub.add_parser("gpt", help="the small CPU recipe on Tiny Shakespeare; throughput; generation")
-    gpt.add_argument("--steps", type=int, default=2000)
-    gpt.add_argument("--new-tokens", type=int, default=256)
-    attention = sub.add_parser("attention", help="time and memory of plain, tiled and PyTorch attention; GQA")
-    attention.add_argument("--lengths", nargs="+", type=int, default=[256, 512, 1024, 2048, 4096, 8192, 16384])
+
+    def command(name: str) -> argparse.ArgumentParser:
+        text = BENCHMARKS[name].replace("%", "%%")  # argparse formats help strings with %
+        return sub.add_parser(name, help=text, description=text, formatter_class=HelpFormatter)
+
+    s2s = command("seq2seq")
+    s2s.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="the tasks to train")
+    s2s.add_argument("--max-steps", type=at_least(1), default=5000, help="steps at most, per task")
+    gpt = command("gpt")
+    gpt.add_argument("--steps", type=at_least(1), default=2000, help="training steps of the recipe")
+    gpt.add_argument("--new-tokens", type=at_least(1), default=256, help="tokens generated per speed measurement")
+    attention = command("attention")
+    attention.add_argument("--lengths", nargs="+", type=at_least(1),
+                           default=[256, 512, 1024, 2048, 4096, 8192, 16384], help="sequence lengths T")
     attention.add_argument("--max-plain-gib", type=float, default=2.0,
                            help="skip plain attention where its score matrices would need more than this")
-    bpe = sub.add_parser("bpe", help="characters against byte-pair tokens, in bits per character")
-    bpe.add_argument("--steps", type=int, default=2000)
-    bpe.add_argument("--vocab-sizes", type=int, nargs="+", default=[512, 1024])
-    bpe.add_argument("--char-contexts", type=int, nargs="+", default=[64])
-    mlm = sub.add_parser("mlm", help="masked language modelling against the GPT on the same masked positions")
-    mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="notebook")
-    mlm.add_argument("--steps", type=int, default=3000)
-    rotary = sub.add_parser("rotary", help="learned against rotary positions, several seeds; longer contexts; "
-                            "the sliding key-value cache")
-    rotary.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="cpu-small")
-    rotary.add_argument("--steps", type=int, default=2000)
-    rotary.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    rotary.add_argument("--multipliers", type=int, nargs="+", default=[2, 4])
-    rotary.add_argument("--new-tokens", type=int, default=512)
+    bpe = command("bpe")
+    bpe.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
+    bpe.add_argument("--vocab-sizes", type=at_least(1), nargs="+", default=[512, 1024],
+                     help="BPE vocabulary sizes, one model each")
+    bpe.add_argument("--char-contexts", type=at_least(1), nargs="+", default=[64],
+                     help="contexts of the character models, in characters, one model each")
+    mlm = command("mlm")
+    mlm.add_argument("--preset", choices=["tiny", "notebook", "cpu-small"], default="notebook",
+                     help="the recipe of both models")
+    mlm.add_argument("--steps", type=at_least(1), default=3000, help="training steps of both models")
+    rotary = command("rotary")
+    rotary.add_argument("--preset", choices=list(PRESETS_WARMUP), default="cpu-small", help="the recipe")
+    rotary.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
+    rotary.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one model per seed and arm")
+    rotary.add_argument("--multipliers", type=at_least(1), nargs="+", default=[2, 4],
+                        help="windows this many times the trained context are scored")
+    rotary.add_argument("--new-tokens", type=at_least(1), default=512, help="tokens generated per speed measurement")
     rotary.add_argument("--speed-only", action="store_true",
                         help="only the generation speed, with an untrained model of the preset's shape")
-    speed = sub.add_parser("speedrun", help="seconds of training to a target validation loss, per variant and seed")
-    speed.add_argument("--variants", nargs="+", default=["baseline", "muon rotary, 1000 steps"])
-    speed.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    speed.add_argument("--target", type=float, default=1.9,
+    speed = command("speedrun")
+    speed.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="VARIANT",
+                       default=["baseline", "muon rotary, 1000 steps"],
+                       help="the recipes raced (quote names with spaces); the first is the one the others are "
+                            "timed against. Choose from: " + "; ".join(f"'{v}'" for v in VARIANTS))
+    speed.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="one run per seed and variant")
+    speed.add_argument("--target", type=positive_float, default=1.9,
                        help="validation loss on the whole split; the recipe's seeds end between 1.887 and 1.899")
-    speed.add_argument("--eval-every", type=int, default=50)
-    modern = sub.add_parser("modern", help="the GPT-2 block against the Llama-style block, several seeds each")
-    modern.add_argument("--steps", type=int, default=2000)
-    modern.add_argument("--seeds", type=int, nargs="+", default=[1337, 1, 2])
-    modern.add_argument("--arms", nargs="+", choices=list(MODERN_ARMS), default=["gpt2", "llama"])
-    modern.add_argument("--threads", type=int, default=1)
+    speed.add_argument("--eval-every", type=at_least(1), default=50, help="steps between evaluations")
+    modern = command("modern")
+    modern.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
+    modern.add_argument("--seeds", type=int, nargs="+", default=[1337, 1, 2], help="one model per seed and arm")
+    modern.add_argument("--arms", nargs="+", choices=list(MODERN_ARMS), metavar="ARM", default=["gpt2", "llama"],
+                        help="the blocks compared; the first is the one the others are timed against. Choose from: "
+                             + "; ".join(f"'{a}'" for a in MODERN_ARMS))
+    modern.add_argument("--threads", type=at_least(1), default=1, help="CPU threads for PyTorch")
+    return parser
+
+
+def check_configs(args: argparse.Namespace) -> None:
+    """Build the configurations the chosen benchmark trains with: a bad value raises here, before any work."""
+    if args.which == "mlm":
+        mlm_config(args.preset, args.steps)
+    elif args.which == "speedrun":
+        speedrun_configs(args.variants, args.seeds, args.target, eval_every=args.eval_every)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    with usage_errors(parser):
+        check_configs(args)
     if args.which == "rotary":
         bench_rotary(args.preset, args.steps, args.seeds, args.multipliers, args.new_tokens, args.speed_only)
         return
@@ -427,8 +483,6 @@ def main(argv: list[str] | None = None) -> None:
 
         bench_attention(args.lengths, args.max_plain_gib)
     elif args.which == "speedrun":
-        from attnbook.bench_speedrun import bench_speedrun
-
         bench_speedrun(args.variants, args.seeds, args.target, eval_every=args.eval_every)
     elif args.which == "mlm":
         bench_mlm(args.preset, args.steps)

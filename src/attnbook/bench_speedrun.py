@@ -82,25 +82,32 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
-def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe: str = "cpu-small",
-                   eval_every: int = 50, text: str | None = None,
-                   extra: dict[str, dict[str, Any]] | None = None) -> list[SpeedrunResult]:
-    """Run every variant with every seed, print one line per run and a table; return the runs."""
+def speedrun_configs(variants: list[str], seeds: list[int], target: float, recipe: str = "cpu-small",
+                     eval_every: int = 50, extra: dict[str, dict[str, Any]] | None = None
+                     ) -> list[tuple[str, GPTRunConfig]]:
+    """The runs of a benchmark in their order, seeds interleaved: ``(variant, config)``, each config checked."""
     table = {**VARIANTS, **(extra or {})}
     unknown = [v for v in variants if v not in table]
     if unknown:
         raise ValueError(f"unknown variants {unknown}; the variants are {sorted(table)}")
     base = preset(recipe, eval_every=eval_every)
+    return [(name, replace(base, seed=seed, target_loss=target, **table[name])) for seed in seeds for name in variants]
+
+
+def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe: str = "cpu-small",
+                   eval_every: int = 50, text: str | None = None,
+                   extra: dict[str, dict[str, Any]] | None = None) -> list[SpeedrunResult]:
+    """Run every variant with every seed, print one line per run and a table; return the runs."""
+    runs = speedrun_configs(variants, seeds, target, recipe, eval_every, extra)  # every config checked first
     print(f"speedrun: recipe {recipe!r}, target validation loss {target} (checked every {eval_every} steps on "
           f"the whole validation split), torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     results: list[SpeedrunResult] = []
-    for seed in seeds:
-        for name in variants:
-            r = speedrun(replace(base, seed=seed, **table[name]), target, name, text)
-            results.append(r)
-            seconds = "not reached" if r.seconds is None else f"{r.seconds:.1f} s at step {r.step}"
-            print(f"  {name:>12} seed {seed}: {seconds}; whole-split loss {r.val_loss:.4f}; "
-                  f"{r.tokens_per_second:,.0f} tokens/s", flush=True)
+    for name, config in runs:
+        r = speedrun(config, target, name, text)
+        results.append(r)
+        seconds = "not reached" if r.seconds is None else f"{r.seconds:.1f} s at step {r.step}"
+        print(f"  {name:>12} seed {config.seed}: {seconds}; whole-split loss {r.val_loss:.4f}; "
+              f"{r.tokens_per_second:,.0f} tokens/s", flush=True)
     base_seconds = [r.seconds for r in results if r.variant == variants[0] and r.seconds is not None]
     print(f"\n| variant | reached | seconds to {target} | steps | whole-split loss | tokens/s | "
           f"time against {variants[0]} |")

@@ -5,46 +5,39 @@
     python -m attnbook.train gpt --preset cpu-small --out-dir runs/small --resume
     torchrun --standalone --nproc_per_node=2 -m attnbook.train gpt --preset tiny
 
-Every field of ``GPTRunConfig`` can be set with ``--field-name value``. With ``--out-dir`` the run
+Every field of ``GPTRunConfig`` can be set with ``--field-name value`` (``--flag``/``--no-flag`` for a
+switch, ``none`` for a field that may be None). With ``--out-dir`` the run
 keeps ``ckpt.pt`` (atomic, resumable) and ``log.json`` (the losses, for plotting).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from pathlib import Path
 
 import torch
 
+from attnbook._cli import HelpFormatter, add_config_options, at_least, config_overrides, usage_errors
 from attnbook.training.lm import PRESETS, GPTRunConfig, preset, train_gpt
 
-
-def _parse_bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false; got {text!r}")
+# What can be trained, in one line each (``python -m attnbook`` lists them).
+MODELS = {"gpt": "a character-level GPT on Tiny Shakespeare (or --text-file)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m attnbook.train", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                     formatter_class=HelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest="model", required=True)
-    gpt = sub.add_parser("gpt", help="a character-level GPT on Tiny Shakespeare (or --text-file)")
-    gpt.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
+    gpt = sub.add_parser("gpt", help=MODELS["gpt"],
+                         description="Train a character-level GPT: a preset recipe, any of its fields replaced.",
+                         formatter_class=HelpFormatter)
+    gpt.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small", help="the recipe to start from")
     gpt.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt")
     gpt.add_argument("--text-file", type=Path, help="train on this UTF-8 text instead of Tiny Shakespeare")
-    gpt.add_argument("--sample", type=int, default=300, help="characters to generate at the end (0: none)")
-    gpt.add_argument("--threads", type=int, default=0, help="CPU threads for PyTorch (0: its default)")
-    for f in dataclasses.fields(GPTRunConfig):
-        # Annotations are strings here (postponed evaluation); "int | None" fields take an int when given.
-        kind = _parse_bool if f.type in (bool, "bool") else {"int": int, "float": float, "int | None": int}.get(
-            str(f.type), str)
-        gpt.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind, default=None,
-                         help=f"(preset's value if omitted; cpu-small: {getattr(PRESETS['cpu-small'], f.name)!r})")
+    gpt.add_argument("--sample", type=at_least(0), default=300, help="characters to generate at the end (0: none)")
+    gpt.add_argument("--threads", type=at_least(0), default=0, help="CPU threads for PyTorch (0: its default)")
+    add_config_options(gpt, GPTRunConfig, PRESETS["cpu-small"], "the preset's value if omitted; cpu-small: ")
     return parser
 
 
@@ -52,15 +45,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Every argument is checked here, before any training: a mistake costs a message, not a run.
-    for name in ("sample", "threads"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name} must be 0 or more; got {getattr(args, name)}")
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(GPTRunConfig)
-                 if getattr(args, f.name) is not None}
-    try:
+    overrides = config_overrides(args, GPTRunConfig)
+    with usage_errors(parser):
         config = preset(args.preset, **overrides)
-    except ValueError as e:
-        parser.error(str(e))
     text = None
     if args.text_file:
         try:

@@ -6,6 +6,7 @@ returns a ``Verdict`` that reads as a short sentence in the notebook. Its docstr
 contract, so ``help(check_softmax)`` or ``check_softmax?`` says what the function must take and return.
 """
 
+from attnbook._lazy import lazy_exports
 from attnbook.exercises._harness import Verdict
 from attnbook.exercises.ch01 import (
     check_analogy,
@@ -22,20 +23,38 @@ from attnbook.exercises.ch08 import check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
-from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
-from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
-from attnbook.exercises.ch14 import check_decoder_self_mask, check_shift_right
-from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
-from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
-from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
-from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
 from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
-from attnbook.exercises.ch20 import check_blockwise_attention, check_kv_cache_bytes, check_online_softmax
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
-from attnbook.exercises.ch22 import check_rms_norm, check_swiglu
-from attnbook.exercises.ch23 import check_apply_merge, check_most_frequent_pair
-from attnbook.exercises.ch24 import check_masked_loss
-from attnbook.exercises.ch25 import check_newton_schulz, check_polar_factor
+
+# The checkers of the PyTorch chapters (and of chapters 20 and 23, which use PyTorch's tensors): imported on
+# first use, so that the NumPy chapters' checkers work where PyTorch is not installed.
+_NEED_TORCH = {
+    "check_cross_entropy_grad": "ch12",
+    "check_torch_attention": "ch12",
+    "check_encoder_block_parameters": "ch13",
+    "check_layer_norm": "ch13",
+    "check_decoder_self_mask": "ch14",
+    "check_shift_right": "ch14",
+    "check_gpt_parameters": "ch15",
+    "check_top_k_filter": "ch15",
+    "check_smoothed_targets": "ch16",
+    "check_warmup_cosine": "ch16",
+    "check_attention_scores": "ch17",
+    "check_bigram_loss": "ch17",
+    "check_attention_entropy": "ch18",
+    "check_previous_token_score": "ch18",
+    "check_blockwise_attention": "ch20",
+    "check_kv_cache_bytes": "ch20",
+    "check_online_softmax": "ch20",
+    "check_rms_norm": "ch22",
+    "check_swiglu": "ch22",
+    "check_apply_merge": "ch23",
+    "check_most_frequent_pair": "ch23",
+    "check_masked_loss": "ch24",
+    "check_newton_schulz": "ch25",
+    "check_polar_factor": "ch25",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
 __all__ = [
     "Verdict",

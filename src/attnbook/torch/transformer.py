@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -15,7 +16,7 @@ from torch import nn
 from attnbook._validate import check_heads
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
-from attnbook.torch.feedforward import ACTIVATIONS, swiglu_hidden
+from attnbook.torch.feedforward import swiglu_hidden
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
@@ -187,8 +188,13 @@ class EncoderOnlyTransformer(nn.Module):
         return self.unembed(self.head(h))
 
 
-NORMS = ("layer", "rms")  # GPTShape.norm
-GPT_ACTIVATIONS = (*sorted(ACTIVATIONS), "swiglu")  # GPTShape.activation: FeedForward's, or the gated SwiGLU
+# The values of GPTShape's named choices, as types: the command line offers them as choices.
+Norm = Literal["layer", "rms"]
+# FeedForward's activations (ACTIVATIONS), or the gated SwiGLU; tests/test_cli_help.py checks the two agree.
+GPTActivation = Literal["gelu", "gelu_tanh", "relu", "relu2", "swiglu"]
+Positions = Literal["learned", "rotary"]
+NORMS = get_args(Norm)  # GPTShape.norm
+GPT_ACTIVATIONS = get_args(GPTActivation)  # GPTShape.activation
 
 
 @dataclass(kw_only=True)
@@ -204,12 +210,12 @@ class GPTShape:
     d_model: int = 128
     d_ff: int | None = None
     dropout: float = 0.0
-    activation: str = "gelu_tanh"
+    activation: GPTActivation = "gelu_tanh"
     eps: float = 1e-5
     bias: bool = True  # biases in linear layers and layer norms, as in GPT-2; nanoGPT's recipes leave them out
     n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
-    norm: str = "layer"  # "layer": LayerNorm, as in GPT-2; "rms": RMSNorm, as in Llama (chapter 22)
-    positions: str = "learned"  # "learned": a table added to the embeddings; "rotary": rotated q, k (chapter 21)
+    norm: Norm = "layer"  # "layer": LayerNorm, as in GPT-2; "rms": RMSNorm, as in Llama (chapter 22)
+    positions: Positions = "learned"  # "learned": a table added to the embeddings; "rotary": rotated q, k (chapter 21)
     qk_norm: bool = False  # True: every head's queries and keys divided by their RMS before the scores
     tie_embeddings: bool = True  # True: the output layer is the embedding table (GPT-2); False: a matrix of its own
 

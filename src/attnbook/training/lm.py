@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -62,9 +62,11 @@ class GPTRunConfig(GPTShape):
     beta1: float = 0.9
     beta2: float = 0.99
     grad_clip: float = 1.0
-    optimizer: str = "adamw"  # "adamw", or "muon": Muon on the block matrices, AdamW on the rest (chapter 25)
+    # "adamw", or "muon": Muon on the block matrices, AdamW on the rest (chapter 25)
+    optimizer: Literal["adamw", "muon"] = "adamw"
     matrix_lr: float | None = None  # Muon's peak learning rate; None: lr (Muon's step is scaled to AdamW's size)
-    muon_precision: str = "auto"  # Muon's iteration: "bf16", "fp32", or "auto" (bf16 on a GPU, fp32 on a CPU)
+    # Muon's iteration: "bf16", "fp32", or "auto" (bf16 on a GPU, fp32 on a CPU)
+    muon_precision: Literal["auto", "bf16", "fp32"] = "auto"
     # torch.compile the training forward pass; the compilation happens in the first step, whose time counts.
     compile: bool = False
     eval_every: int = 250
@@ -73,7 +75,7 @@ class GPTRunConfig(GPTShape):
     target_loss: float | None = None
     seed: int = 1337
     device: str = "auto"
-    precision: str = "auto"
+    precision: Literal["auto", "bf16", "fp32"] = "auto"  # "auto": bf16 autocast on CUDA, fp32 elsewhere
     out_dir: str = ""  # where checkpoints and the loss log go; "" keeps nothing on disk
     progress: bool = True
 
