@@ -159,10 +159,10 @@ def test_flash_backward_equals_chapter_19_and_autograd(seed):
     for mask, causal in _masks(rng, batch, T_q, T_k):
         full = an.combine_masks(mask, an.causal_mask(T_q, T_k)) if causal and mask is not None else (
             an.causal_mask(T_q, T_k) if causal else mask)
-        O, lse = tiled_attention(Q, K, V, mask=mask, causal=causal, block_q=bq, block_k=bk, return_lse=True)
-        got = flash_attention_backward(Q, K, V, O, dO, lse, mask=mask, causal=causal, block_q=bq, block_k=bk)
+        out, lse = tiled_attention(Q, K, V, mask=mask, causal=causal, block_q=bq, block_k=bk, return_lse=True)
+        got = flash_attention_backward(Q, K, V, out, dO, lse, mask=mask, causal=causal, block_q=bq, block_k=bk)
         O19, cache = attention_forward(Q, K, V, mask=full)
-        np.testing.assert_allclose(O, O19, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out, O19, rtol=1e-12, atol=1e-12)
         for g, want in zip(got, attention_backward(dO, cache), strict=True):
             np.testing.assert_allclose(g, want, rtol=1e-11, atol=1e-12)
         # autograd through PyTorch's own attention (rows with no allowed key excluded: its softmax gives NaN there)
@@ -180,17 +180,17 @@ def test_flash_backward_lse_and_torch_twin():
     Q, K, V = rng.normal(size=(2, 20, 4)), rng.normal(size=(2, 27, 4)), rng.normal(size=(2, 27, 3))
     mask = rng.random((2, 20, 27)) < 0.5
     mask[1, 4] = False
-    O, lse = tiled_attention(Q, K, V, mask=mask, causal=True, block_q=6, block_k=5, return_lse=True)
+    out, lse = tiled_attention(Q, K, V, mask=mask, causal=True, block_q=6, block_k=5, return_lse=True)
     scores = torch.from_numpy(Q @ K.transpose(0, 2, 1) / 2.0).masked_fill(
         ~torch.from_numpy(mask & an.causal_mask(20, 27)), float("-inf"))
     np.testing.assert_allclose(lse, torch.logsumexp(scores, -1).numpy(), rtol=1e-13)
     assert np.isneginf(lse[1, 4])
-    dO = rng.normal(size=O.shape)
-    args = (Q, K, V, O, dO, lse)
+    dO = rng.normal(size=out.shape)
+    args = (Q, K, V, out, dO, lse)
     want = flash_attention_backward(*args, mask=mask, causal=True, block_q=6, block_k=5)
     O_t, lse_t = at.tiled_attention(*(torch.from_numpy(a) for a in (Q, K, V)), mask=torch.from_numpy(mask),
                                     causal=True, block_q=6, block_k=5, return_lse=True)
-    np.testing.assert_allclose(O_t.numpy(), O, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(O_t.numpy(), out, rtol=1e-13, atol=1e-15)
     np.testing.assert_array_equal(np.isneginf(lse_t.numpy()), np.isneginf(lse))
     got = at.flash_attention_backward(*(torch.from_numpy(a) for a in args), mask=torch.from_numpy(mask), causal=True,
                                       block_q=6, block_k=5)
@@ -217,8 +217,8 @@ def test_flash_backward_memory_is_linear_in_T():
     peaks, plain = [], []
     for T in (256, 1024):
         Q, K, V, dO = rng.normal(size=(4, T, 16))
-        O, lse = tiled_attention(Q, K, V, block_q=64, block_k=64, return_lse=True)
-        peaks.append(_peak_bytes(flash_attention_backward, Q, K, V, O, dO, lse, block_q=64, block_k=64))
+        out, lse = tiled_attention(Q, K, V, block_q=64, block_k=64, return_lse=True)
+        peaks.append(_peak_bytes(flash_attention_backward, Q, K, V, out, dO, lse, block_q=64, block_k=64))
         plain.append(_peak_bytes(lambda Q=Q, K=K, V=V, dO=dO: attention_backward(dO, attention_forward(Q, K, V)[1])))
     assert peaks[1] / peaks[0] < 4.5  # four times the length: at most four times the memory, plus noise
     assert plain[1] / plain[0] > 12  # the plain pair keeps P: close to sixteen times

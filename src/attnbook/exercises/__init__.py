@@ -30,7 +30,12 @@ from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
 from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
 from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
 from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
-from attnbook.exercises.ch20 import check_blockwise_attention, check_kv_cache_bytes, check_online_softmax
+from attnbook.exercises.ch20 import (
+    check_blockwise_attention,
+    check_kv_cache_bytes,
+    check_running_normalizer,
+    check_tiled_backward,
+)
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 from attnbook.exercises.ch22 import check_rms_norm, check_swiglu
 from attnbook.exercises.ch23 import check_apply_merge, check_most_frequent_pair
@@ -81,7 +86,8 @@ __all__ = [
     "check_layer_norm_backward",
     "check_blockwise_attention",
     "check_kv_cache_bytes",
-    "check_online_softmax",
+    "check_running_normalizer",
+    "check_tiled_backward",
     "check_apply_rotary",
     "check_window_mask",
     "check_rms_norm",
