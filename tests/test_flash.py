@@ -6,7 +6,13 @@ import torch
 
 import attnbook.numpy as an
 import attnbook.torch as at
-from attnbook.numpy.flash import online_normalizer, online_softmax, tile_schedule, tiled_attention
+from attnbook.numpy.flash import (
+    flash_attention_backward,
+    online_normalizer,
+    online_softmax,
+    tile_schedule,
+    tiled_attention,
+)
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 7, 64])
@@ -131,3 +137,99 @@ def test_bad_shapes_and_masks_are_rejected():
         tiled_attention(Q, Q, Q, mask=np.ones((3, 4), dtype=bool))
     with pytest.raises(ValueError, match="boolean"):
         tiled_attention(Q, Q, Q, mask=np.ones((4, 4)))
+
+
+def _masks(rng, batch, T_q, T_k):
+    """No mask, a random mask with one fully masked query, a padding mask, the causal mask."""
+    random = rng.random(batch + (T_q, T_k)) < 0.7
+    random[(0,) * len(batch) + (T_q // 2,)] = False  # one query that may attend nowhere
+    lengths = rng.integers(1, T_k + 1, size=batch)
+    padding = (np.arange(T_k) < lengths[..., None])[..., None, :]  # (..., 1, T_k): keys past each length hidden
+    return ((None, False), (random, False), (padding, False), (None, True), (padding, True))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_flash_backward_equals_chapter_19_and_autograd(seed):
+    from attnbook.numpy.backprop.attention import attention_backward, attention_forward
+
+    Q, K, V, _, bq, bk = _random_case(100 + seed)
+    rng = np.random.default_rng(seed)
+    batch, T_q, T_k = Q.shape[:-2], Q.shape[-2], K.shape[-2]
+    dO = rng.normal(size=batch + (T_q, V.shape[-1]))
+    for mask, causal in _masks(rng, batch, T_q, T_k):
+        full = an.combine_masks(mask, an.causal_mask(T_q, T_k)) if causal and mask is not None else (
+            an.causal_mask(T_q, T_k) if causal else mask)
+        out, lse = tiled_attention(Q, K, V, mask=mask, causal=causal, block_q=bq, block_k=bk, return_lse=True)
+        got = flash_attention_backward(Q, K, V, out, dO, lse, mask=mask, causal=causal, block_q=bq, block_k=bk)
+        O19, cache = attention_forward(Q, K, V, mask=full)
+        np.testing.assert_allclose(out, O19, rtol=1e-12, atol=1e-12)
+        for g, want in zip(got, attention_backward(dO, cache), strict=True):
+            np.testing.assert_allclose(g, want, rtol=1e-11, atol=1e-12)
+        # autograd through PyTorch's own attention (rows with no allowed key excluded: its softmax gives NaN there)
+        q, k, v = (torch.from_numpy(a).requires_grad_() for a in (Q, K, V))
+        m = None if full is None else torch.from_numpy(np.broadcast_to(full, batch + (T_q, T_k)).copy())
+        live = np.ones(batch + (T_q,), dtype=bool) if m is None else m.numpy().any(-1)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        (out.nan_to_num() * torch.from_numpy(dO * live[..., None])).sum().backward()
+        for g, t in zip(got, (q, k, v), strict=True):
+            np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-10, atol=1e-11)
+
+
+def test_flash_backward_lse_and_torch_twin():
+    rng = np.random.default_rng(3)
+    Q, K, V = rng.normal(size=(2, 20, 4)), rng.normal(size=(2, 27, 4)), rng.normal(size=(2, 27, 3))
+    mask = rng.random((2, 20, 27)) < 0.5
+    mask[1, 4] = False
+    out, lse = tiled_attention(Q, K, V, mask=mask, causal=True, block_q=6, block_k=5, return_lse=True)
+    scores = torch.from_numpy(Q @ K.transpose(0, 2, 1) / 2.0).masked_fill(
+        ~torch.from_numpy(mask & an.causal_mask(20, 27)), float("-inf"))
+    np.testing.assert_allclose(lse, torch.logsumexp(scores, -1).numpy(), rtol=1e-13)
+    assert np.isneginf(lse[1, 4])
+    dO = rng.normal(size=out.shape)
+    args = (Q, K, V, out, dO, lse)
+    want = flash_attention_backward(*args, mask=mask, causal=True, block_q=6, block_k=5)
+    O_t, lse_t = at.tiled_attention(*(torch.from_numpy(a) for a in (Q, K, V)), mask=torch.from_numpy(mask),
+                                    causal=True, block_q=6, block_k=5, return_lse=True)
+    np.testing.assert_allclose(O_t.numpy(), out, rtol=1e-13, atol=1e-15)
+    np.testing.assert_array_equal(np.isneginf(lse_t.numpy()), np.isneginf(lse))
+    got = at.flash_attention_backward(*(torch.from_numpy(a) for a in args), mask=torch.from_numpy(mask), causal=True,
+                                      block_q=6, block_k=5)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-12, atol=1e-13)
+    np.testing.assert_array_equal(want[0][1, 4], 0.0)  # a query that attends nowhere gets no gradient
+
+
+def _peak_bytes(fn, *args, **kwargs):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn(*args, **kwargs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_flash_backward_memory_is_linear_in_T():
+    from attnbook.numpy.backprop.attention import attention_backward, attention_forward
+
+    rng = np.random.default_rng(4)
+    peaks, plain = [], []
+    for T in (256, 1024):
+        Q, K, V, dO = rng.normal(size=(4, T, 16))
+        out, lse = tiled_attention(Q, K, V, block_q=64, block_k=64, return_lse=True)
+        peaks.append(_peak_bytes(flash_attention_backward, Q, K, V, out, dO, lse, block_q=64, block_k=64))
+        plain.append(_peak_bytes(lambda Q=Q, K=K, V=V, dO=dO: attention_backward(dO, attention_forward(Q, K, V)[1])))
+    assert peaks[1] / peaks[0] < 4.5  # four times the length: at most four times the memory, plus noise
+    assert plain[1] / plain[0] > 12  # the plain pair keeps P: close to sixteen times
+    assert peaks[1] < 8 * 1024 * 16 * 3 + 1.5 * 2**20  # the three gradients and a workspace of tiles
+
+
+def test_flash_backward_rejects_bad_shapes():
+    Q = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="lse must have shape"):
+        flash_attention_backward(Q, Q, Q, Q, Q, np.zeros(3))
+    with pytest.raises(ValueError, match="dO must have the shape of the output"):
+        flash_attention_backward(Q, Q, Q, Q, np.zeros((4, 3)), np.zeros(4))
+    with pytest.raises(ValueError, match="lse must have shape"):
+        at.flash_attention_backward(*(torch.zeros(4, 2) for _ in range(5)), torch.zeros(5))

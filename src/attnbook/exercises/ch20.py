@@ -2,13 +2,67 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import tracemalloc
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.numpy import online_softmax, scaled_dot_product_attention
+from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.numpy import flash_attention_backward, online_normalizer, scaled_dot_product_attention, tiled_attention
 from attnbook.torch import kv_cache_bytes
+
+HOLD_HINT = "keep running statistics, not the blocks: each block must be let go before the next but one is read."
+
+
+class BlockStream:
+    """Blocks of one or more arrays along their first axis, to be read once, left to right.
+
+    Iterating yields a copy of each block in turn (for several arrays, a tuple of their blocks), as data
+    arriving in pieces would; a second pass raises ``RuntimeError``, and so does keeping the blocks: when
+    block ``i + 2`` is asked for, block ``i`` must be gone. ``whole()`` gives the arrays to the checker.
+    """
+
+    def __init__(self, arrays: tuple[np.ndarray, ...], block_size: int):
+        self._arrays = tuple(np.array(a, dtype=np.float64) for a in arrays)
+        self.block_size = block_size
+        self._read = False
+
+    def whole(self):
+        """The arrays themselves (one array, or a tuple of them): for the reference, not for the learner."""
+        return self._arrays[0] if len(self._arrays) == 1 else self._arrays
+
+    def __iter__(self):
+        if self._read:
+            raise RuntimeError("these blocks can be read only once: compute everything in one pass over them.")
+        self._read = True
+        return self._blocks()
+
+    def _blocks(self):
+        handed = []  # weak references to the arrays of each block handed out
+        for i, start in enumerate(range(0, len(self._arrays[0]), self.block_size)):
+            if i >= 2 and any(ref() is not None for ref in handed[i - 2]):
+                raise RuntimeError(f"block {i - 1} is still held when block {i + 1} is read: {HOLD_HINT}")
+            block = tuple(a[start:start + self.block_size].copy() for a in self._arrays)
+            handed.append([weakref.ref(b) for b in block])
+            yield block[0] if len(block) == 1 else block
+            del block
+
+    def __deepcopy__(self, memo):
+        return BlockStream(copy.deepcopy(self._arrays, memo), self.block_size)
+
+    def __eq__(self, other):  # the same data, whether read or not: reading is not changing
+        return (isinstance(other, BlockStream) and self.block_size == other.block_size
+                and len(self._arrays) == len(other._arrays)
+                and all(np.array_equal(a, b) for a, b in zip(self._arrays, other._arrays, strict=True)))
+
+    __hash__ = None
+
+    def __repr__(self):
+        shapes = ", ".join(str(a.shape) for a in self._arrays)
+        return f"BlockStream({shapes}, block_size={self.block_size})"
 
 
 def _kv_keys_only(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
@@ -37,73 +91,97 @@ check_kv_cache_bytes = Checker(
 )
 
 
-def _no_rescale(x):
+def _normalizer_of_stream(blocks):
+    m, ell = online_normalizer(blocks.whole(), blocks.block_size)
+    return float(m), float(ell)
+
+
+def _no_rescale(blocks):
     m, ell = -math.inf, 0.0
-    for v in x:
-        m = max(m, v)
-        ell = ell + math.exp(v - m)  # the old terms are still relative to the old maximum
-    return np.exp(np.asarray(x, dtype=np.float64) - m) / ell
+    for b in blocks:
+        m = max(m, float(b.max()))
+        ell = ell + float(np.exp(b - m).sum())  # the old terms are still relative to the old maximum
+    return m, ell
 
 
-def _no_max(x):
-    e = np.exp(np.asarray(x, dtype=np.float64))
-    return e / e.sum()
+def _no_max(blocks):
+    m, ell = -math.inf, 0.0
+    for b in blocks:
+        m, ell = max(m, float(b.max())), ell + float(np.exp(b).sum())
+    return m, ell
+
+
+def _all_at_once(blocks):
+    x = np.concatenate(list(blocks))
+    return float(x.max()), float(np.exp(x - x.max()).sum())
 
 
 def _softmax_cases() -> list[Case]:
     rng = np.random.default_rng(2020)
-    cases = [Case("x = [1, 2, 3]", (np.array([1.0, 2.0, 3.0]),)),
-             Case("x = [3, 2, 1] (the maximum comes first)", (np.array([3.0, 2.0, 1.0]),)),
-             Case("x = [1000, 1001, 999] (exp overflows without the maximum)", (np.array([1000.0, 1001.0, 999.0]),))]
-    for n in (7, 40):
-        cases.append(Case(f"random scores, n={n}, spread 20", (np.cumsum(rng.normal(size=n)) * 5,)))
+    cases = [Case("x = [1, 2, 3] in blocks of 1", (BlockStream((np.array([1.0, 2.0, 3.0]),), 1),)),
+             Case("x = [3, 2, 1] in blocks of 2 (the maximum comes first)",
+                  (BlockStream((np.array([3.0, 2.0, 1.0]),), 2),)),
+             Case("x = [1000, 1001, 999] in blocks of 1 (exp overflows without the maximum)",
+                  (BlockStream((np.array([1000.0, 1001.0, 999.0]),), 1),))]
+    for n, block in ((7, 3), (40, 6)):
+        cases.append(Case(f"random scores, n={n}, spread 20, blocks of {block}",
+                          (BlockStream((np.cumsum(rng.normal(size=n)) * 5,), block),)))
     return cases
 
 
-check_online_softmax = Checker(
-    name="online_softmax",
-    doc="Check ``fn(x) -> softmax(x)`` for a 1-D array, computed with a running maximum and sum.",
-    reference=online_softmax,
+check_running_normalizer = Checker(
+    name="running_normalizer",
+    doc="Check ``fn(blocks) -> (m, l)``: the maximum and the sum of exp(x - m) of scores read once, in blocks.",
+    reference=_normalizer_of_stream,
     cases=_softmax_cases(),
     mistakes=(
         Mistake(_no_rescale, "when the running maximum grows from m to m', the sum so far was measured against m: "
-                "multiply it by exp(m - m') before adding the new term."),
+                "multiply it by exp(m - m') before adding the new terms."),
         Mistake(_no_max, "subtract the running maximum before exp, or large scores overflow to inf."),
+        Mistake(_all_at_once, HOLD_HINT),
     ),
     atol=1e-12,
     rtol=1e-10,
 )
 
 
-def _one_query(q, K, V, block_k):
+def _one_query(q, blocks):
+    K, V = blocks.whole()
     return scaled_dot_product_attention(q[None, :], K, V)[0][0]
 
 
-def _blocks_rescaling(q, K, V, block_k, *, rescale_sum: bool, rescale_acc: bool):
+def _blocks_rescaling(q, blocks, *, rescale_sum: bool, rescale_acc: bool):
     """Blockwise attention that forgets to rescale the running sum of weights, or of values, or both,
     when the maximum grows: the wrong answers the two flags pick out."""
     scale = 1.0 / math.sqrt(q.shape[0])
-    m, ell, acc = -np.inf, 0.0, np.zeros(V.shape[1])
-    for k0 in range(0, K.shape[0], block_k):
-        s = K[k0:k0 + block_k] @ q * scale
+    m, ell, acc = -np.inf, 0.0, 0.0
+    for K_b, V_b in blocks:
+        s = K_b @ q * scale
         m_new = max(m, s.max())
         p, r = np.exp(s - m_new), math.exp(m - m_new)
         ell = (ell * r if rescale_sum else ell) + p.sum()
-        acc = (acc * r if rescale_acc else acc) + p @ V[k0:k0 + block_k]
+        acc = (acc * r if rescale_acc else acc) + p @ V_b
         m = m_new
     return acc / ell
 
 
-def _blocks_no_rescale(q, K, V, block_k):
-    return _blocks_rescaling(q, K, V, block_k, rescale_sum=False, rescale_acc=False)
+def _blocks_no_rescale(q, blocks):
+    return _blocks_rescaling(q, blocks, rescale_sum=False, rescale_acc=False)
 
 
-def _blocks_sum_only(q, K, V, block_k):
-    return _blocks_rescaling(q, K, V, block_k, rescale_sum=True, rescale_acc=False)
+def _blocks_sum_only(q, blocks):
+    return _blocks_rescaling(q, blocks, rescale_sum=True, rescale_acc=False)
 
 
-def _no_scale(q, K, V, block_k):
+def _no_scale(q, blocks):
+    K, V = blocks.whole()
     return scaled_dot_product_attention(q[None, :], K, V, scale=1.0)[0][0]
+
+
+def _keys_at_once(q, blocks):
+    pairs = list(blocks)
+    K, V = np.concatenate([k for k, _ in pairs]), np.concatenate([v for _, v in pairs])
+    return scaled_dot_product_attention(q[None, :], K, V)[0][0]
 
 
 def _query_cases() -> list[Case]:
@@ -113,13 +191,13 @@ def _query_cases() -> list[Case]:
         q = rng.normal(size=d) * spread
         K, V = rng.normal(size=(n, d)) * spread, rng.normal(size=(n, 3))
         K[n // 2] = q * 2  # a late key that raises the maximum: the rescaling matters
-        cases.append(Case(f"q of size {d}, {n} keys in blocks of {block}", (q, K, V, block)))
+        cases.append(Case(f"q of size {d}, {n} keys and values in blocks of {block}", (q, BlockStream((K, V), block))))
     return cases
 
 
 check_blockwise_attention = Checker(
     name="blockwise_attention",
-    doc="Check ``fn(q, K, V, block_k) -> (d_v,)``: one query's attention, keys read in blocks, online softmax.",
+    doc="Check ``fn(q, blocks) -> (d_v,)``: one query's attention over (K_block, V_block) pairs read once.",
     reference=_one_query,
     cases=_query_cases(),
     mistakes=(
@@ -127,6 +205,104 @@ check_blockwise_attention = Checker(
                 "sum of values) were measured against the old maximum: multiply them by exp(m - m_new)."),
         Mistake(_blocks_sum_only, "rescale the weighted sum of values too, not only the sum of weights."),
         Mistake(_no_scale, "scale the scores by 1 / sqrt(d_k) as plain attention does."),
+        Mistake(_keys_at_once, HOLD_HINT),
     ),
     atol=1e-10,
+)
+
+
+# --- the tiled backward pass -------------------------------------------------------------------------
+
+FULL_P_HINT = ("recompute each tile of P from its scores and lse, and let it go: never hold the whole (T, T) "
+               "matrix of weights.")
+
+
+def _tiled_backward(Q, K, V, O, dO, lse, block):  # noqa: E741 (the papers' name for the output)
+    return flash_attention_backward(Q, K, V, O, dO, lse, block_q=block, block_k=block)
+
+
+def _tiles_backward(Q, K, V, O, dO, lse, block, *, use_D=True, scale=None):  # noqa: E741
+    """The tiled loop with a switch for each mistake: D left out, or the wrong scale."""
+    scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
+    D = (dO * O).sum(-1) if use_D else np.zeros(len(Q))
+    dQ, dK, dV = np.zeros_like(Q), np.zeros_like(K), np.zeros_like(V)
+    for k0 in range(0, len(K), block):
+        Kb, Vb = K[k0:k0 + block], V[k0:k0 + block]
+        for q0 in range(0, len(Q), block):
+            P = np.exp(Q[q0:q0 + block] @ Kb.T * scale - lse[q0:q0 + block, None])
+            dV[k0:k0 + block] += P.T @ dO[q0:q0 + block]
+            dS = P * (dO[q0:q0 + block] @ Vb.T - D[q0:q0 + block, None])
+            dQ[q0:q0 + block] += dS @ Kb * scale
+            dK[k0:k0 + block] += dS.T @ Q[q0:q0 + block] * scale
+    return dQ, dK, dV
+
+
+def _forgot_D(Q, K, V, O, dO, lse, block):  # noqa: E741
+    return _tiles_backward(Q, K, V, O, dO, lse, block, use_D=False)
+
+
+def _scale_once_more(Q, K, V, O, dO, lse, block):  # noqa: E741
+    dQ, dK, dV = _tiles_backward(Q, K, V, O, dO, lse, block)
+    return dQ / math.sqrt(Q.shape[-1]), dK / math.sqrt(Q.shape[-1]), dV  # the scale applied twice
+
+
+def _full_P(Q, K, V, O, dO, lse, block):  # noqa: E741
+    P = np.exp(Q @ K.T / math.sqrt(Q.shape[-1]) - lse[:, None])  # (T, T): right values, quadratic memory
+    dS = P * (dO @ V.T - (dO * O).sum(-1, keepdims=True))
+    return dS @ K / math.sqrt(Q.shape[-1]), dS.T @ Q / math.sqrt(Q.shape[-1]), P.T @ dO
+
+
+def _backward_case(T: int, d: int, block: int, seed: int) -> Case:
+    rng = np.random.default_rng(seed)
+    Q, K, V, dO = rng.normal(size=(4, T, d))
+    O, lse = tiled_attention(Q, K, V, block_q=block, block_k=block, return_lse=True)  # noqa: E741
+    return Case(f"T = {T}, d = {d}, tiles of {block} x {block}", (Q, K, V, O, dO, lse, block))
+
+
+@dataclass(repr=False)
+class _TiledChecker(Checker):
+    """A checker that, once the values are right, also measures the peak memory of one large case."""
+
+    big_case: Case | None = None  # T large beside the tiles: a (T, T) matrix dwarfs the gradients and a tile
+
+    def __call__(self, fn):
+        verdict = super().__call__(fn)
+        if not verdict or self.big_case is None:
+            return verdict
+        Q, K, V, O, dO, lse, block = copy.deepcopy(self.big_case.args)  # noqa: E741
+        allowed = 8 * len(Q) * len(K) // 2  # half a (T, T) matrix of float64 weights: far above the gradients
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        try:
+            with np.errstate(all="ignore"):
+                fn(Q, K, V, O, dO, lse, block)
+            peak = tracemalloc.get_traced_memory()[1] - base
+        except Exception:  # it passed the cases: a failure here would be the checker's problem, not a verdict
+            return verdict
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        if peak > allowed:
+            return Verdict(False, f"{self.name}: the values are right, but on {self.big_case.label} it held "
+                                  f"{peak / 2**20:.1f} MiB at once, more than half a (T, T) matrix of "
+                                  f"weights ({allowed / 2**20:.1f} MiB): {FULL_P_HINT}")
+        return verdict
+
+
+check_tiled_backward = _TiledChecker(
+    name="tiled_backward",
+    doc="Check ``fn(Q, K, V, O, dO, lse, block) -> (dQ, dK, dV)``: attention's backward pass, tile by tile.",
+    reference=_tiled_backward,
+    cases=[_backward_case(8, 2, 4, 0), _backward_case(13, 3, 5, 1), _backward_case(40, 4, 16, 2),
+           _backward_case(33, 4, 7, 3)],
+    mistakes=(
+        Mistake(_forgot_D, "the softmax's backward subtracts D = rowsum(dO * O) from dP before multiplying by P."),
+        Mistake(_scale_once_more, "the scores are Q K^T / sqrt(d): dQ and dK carry that factor once, not twice."),
+        Mistake(_full_P, FULL_P_HINT),
+    ),
+    atol=1e-10,
+    big_case=_backward_case(512, 8, 32, 4),
 )

@@ -8,7 +8,13 @@ from attnbook.numpy import backprop  # chapter 19: backward passes by hand
 from attnbook.numpy.attention import masked_softmax, scaled_dot_product_attention, single_query_attention
 from attnbook.numpy.convolution import conv1d_as_attention, offset_attention_weights
 from attnbook.numpy.feedforward import swiglu
-from attnbook.numpy.flash import online_normalizer, online_softmax, tile_schedule, tiled_attention
+from attnbook.numpy.flash import (
+    flash_attention_backward,
+    online_normalizer,
+    online_softmax,
+    tile_schedule,
+    tiled_attention,
+)
 from attnbook.numpy.gqa import grouped_query_attention, grouped_query_params, repeat_kv
 from attnbook.numpy.lookup import soft_lookup
 from attnbook.numpy.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
@@ -81,6 +87,7 @@ __all__ = [
     "repeat_kv",
     "tile_schedule",
     "tiled_attention",
+    "flash_attention_backward",
     "rms_norm",
     "swiglu",
     "apply_rotary",

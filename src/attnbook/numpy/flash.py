@@ -3,8 +3,9 @@
 Plain attention forms the ``(T_q, T_k)`` matrix of scores, so its memory grows with ``T^2``. The online
 softmax (Milakov and Gimelshein, 2018) computes a softmax's normaliser in one pass over blocks of the
 scores, keeping a running maximum ``m`` and a running sum ``ell`` and rescaling ``ell`` whenever ``m`` grows.
-Tiled attention (Dao et al., 2022) applies the same rescaling to the weighted sum of values, so it never
-holds more than one ``(block_q, block_k)`` tile of scores at a time.
+Tiled attention (Dao et al., 2022; the loop order of Dao, 2023) applies the same rescaling to the weighted
+sum of values, so it never holds more than one ``(block_q, block_k)`` tile of scores at a time. Its backward
+pass keeps one number per query, the log-sum-exp of its scores, and recomputes each tile of weights from it.
 """
 
 from __future__ import annotations
@@ -98,15 +99,19 @@ def tiled_attention(
     block_q: int = 64,
     block_k: int = 64,
     scale: float | None = None,
-) -> np.ndarray:
+    return_lse: bool = False,
+):
     """``softmax(Q K^T * scale) V`` one ``(block_q, block_k)`` tile at a time, never forming all scores.
 
     Shapes: ``Q`` ``(..., T_q, d_k)``, ``K`` ``(..., T_k, d_k)``, ``V`` ``(..., T_k, d_v)``; ``mask``
     boolean, broadcastable to ``(..., T_q, T_k)``, True where allowed; ``causal=True`` adds the causal mask
     and skips the tiles it masks entirely (``tile_schedule``). Returns the output ``(..., T_q, d_v)``, equal
     to ``scaled_dot_product_attention``'s to rounding; a query with no allowed key gets a zero output.
-    Extra memory: one tile of scores and, per query block, its running max, sum and output. Chapter 20;
-    Dao et al. (2022), algorithm 1.
+    Extra memory: one tile of scores and, per query block, its running max, sum and output. With
+    ``return_lse=True`` it returns ``(output, lse)``, ``lse`` ``(..., T_q)`` the log-sum-exp
+    ``m + log(ell)`` of each query's scaled scores (``-inf`` for a query with no allowed key): all that
+    ``flash_attention_backward`` needs to recompute the weights. Chapter 20; Dao et al. (2022),
+    algorithm 1, with the loop order of Dao (2023): query blocks outside, one division at the end.
     """
     Q, K, V = as_float("Q", Q), as_float("K", K), as_float("V", V)
     check_qkv_shapes(Q.shape, K.shape, V.shape)
@@ -119,6 +124,7 @@ def tiled_attention(
     scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     dtype = np.result_type(Q, K, V)
     out = np.zeros(Q.shape[:-1] + (V.shape[-1],), dtype=dtype)  # (..., T_q, d_v)
+    lse = np.full(Q.shape[:-1], -np.inf, dtype=dtype) if return_lse else None  # (..., T_q)
     for qi, q0 in enumerate(range(0, T_q, block_q)):
         q1 = min(q0 + block_q, T_q)
         Qb = Q[..., q0:q1, :] * scale  # (..., bq, d_k)
@@ -142,7 +148,84 @@ def tiled_attention(
             m = m_new
             del S, P  # free this tile before the next is made: the workspace stays one tile, whatever T is
         out[..., q0:q1, :] = np.divide(acc, ell[..., None], out=np.zeros_like(acc), where=ell[..., None] > 0)
-    return out
+        if return_lse:
+            with np.errstate(divide="ignore"):  # ell = 0 (no allowed key): log gives -inf, as it should
+                lse[..., q0:q1] = m + np.log(ell)
+    return (out, lse) if return_lse else out
+
+
+def flash_attention_backward(
+    Q: ArrayLike,
+    K: ArrayLike,
+    V: ArrayLike,
+    O: ArrayLike,  # noqa: E741 (the output's name in the papers)
+    dO: ArrayLike,
+    lse: ArrayLike,
+    mask: ArrayLike | None = None,
+    causal: bool = False,
+    block_q: int = 64,
+    block_k: int = 64,
+    scale: float | None = None,
+):
+    """Gradients ``(dQ, dK, dV)`` of tiled attention, recomputing each tile of weights from ``lse``.
+
+    Shapes: ``Q``, ``K``, ``V``, ``mask`` and ``causal`` as in ``tiled_attention``; ``O`` ``(..., T_q, d_v)``
+    its output, ``dO`` the gradient of the loss with respect to it, ``lse`` ``(..., T_q)`` the log-sum-exp
+    that ``tiled_attention(..., return_lse=True)`` returns. Each tile's weights are ``exp(S - lse)``;
+    chapter 19's ``rowsum(dP * P)`` is ``D = rowsum(dO * O)``, computed once from ``O``. So no
+    ``(T_q, T_k)`` array is ever held: the extra memory is ``D``, one tile's ``S``, ``P``, ``dP`` and
+    ``dS``, and the running ``dK`` and ``dV`` of one block of keys. Returns arrays of the shapes of ``Q``,
+    ``K``, ``V``, equal to chapter 19's ``attention_backward`` up to rounding. Chapter 20; Dao et al.
+    (2022), algorithm 4, in the loop order of Dao (2023), algorithm 2: key blocks outside.
+    """
+    Q, K, V, O, dO = (as_float(n, a) for n, a in (("Q", Q), ("K", K), ("V", V), ("O", O), ("dO", dO)))  # noqa: E741
+    lse = as_float("lse", lse)
+    check_qkv_shapes(Q.shape, K.shape, V.shape)
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    out_shape = Q.shape[:-1] + (V.shape[-1],)
+    for name, arr in (("O", O), ("dO", dO)):
+        if arr.shape != out_shape:
+            raise ValueError(f"{name} must have the shape of the output (..., T_q, d_v) = {shape_str(out_shape)}; "
+                             f"got {shape_str(arr.shape)}")
+    if lse.shape != Q.shape[:-1]:
+        raise ValueError(f"lse must have shape (..., T_q) = {shape_str(Q.shape[:-1])}, one number per query; "
+                         f"got {shape_str(lse.shape)}")
+    if mask is not None:
+        mask = as_mask(mask)
+        check_mask_fits(mask.shape, Q.shape[:-1] + (T_k,))
+        mask = np.broadcast_to(mask, Q.shape[:-1] + (T_k,))
+    schedule = tile_schedule(T_q, T_k, block_q, block_k, causal)
+    scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
+    dtype = np.result_type(Q, K, V, dO)
+    D = (dO * O).sum(axis=-1)  # (..., T_q): rowsum(dP * P) of chapter 19, from O instead of P
+    empty = np.isneginf(lse)  # queries with no allowed key (lse = -inf): all their weights are 0
+    safe_lse, any_empty = np.where(empty, 0.0, lse), bool(empty.any())
+    dQ = np.zeros(Q.shape, dtype=dtype)
+    dK, dV = np.zeros(K.shape, dtype=dtype), np.zeros(V.shape, dtype=dtype)
+    for ki, k0 in enumerate(range(0, T_k, block_k)):
+        k1 = min(k0 + block_k, T_k)
+        Kb, Vb = K[..., k0:k1, :], V[..., k0:k1, :]  # (..., bk, d_k), (..., bk, d_v)
+        dKb, dVb = np.zeros(Kb.shape, dtype=dtype), np.zeros(Vb.shape, dtype=dtype)
+        for qi, q0 in enumerate(range(0, T_q, block_q)):
+            if not schedule[qi, ki]:
+                continue  # every weight in this tile is 0, and so is every gradient through it
+            q1 = min(q0 + block_q, T_q)
+            S = (Q[..., q0:q1, :] * scale) @ np.swapaxes(Kb, -1, -2)  # (..., bq, bk), as in the forward
+            allowed = _tile_mask(mask, causal, q0, q1, k0, k1, T_k - T_q)
+            if allowed is not None:
+                S = np.where(allowed, S, -np.inf)
+            P = np.exp(S - safe_lse[..., q0:q1, None])  # this tile of the weights, 0 where masked
+            if any_empty:
+                P = np.where(empty[..., q0:q1, None], 0.0, P)
+            dOb = dO[..., q0:q1, :]
+            dVb += np.swapaxes(P, -1, -2) @ dOb  # (..., bk, d_v)
+            dP = dOb @ np.swapaxes(Vb, -1, -2)  # (..., bq, bk)
+            dS = P * (dP - D[..., q0:q1, None])  # the softmax's backward, with D in place of rowsum(dP * P)
+            dQ[..., q0:q1, :] += (dS @ Kb) * scale
+            dKb += (np.swapaxes(dS, -1, -2) @ Q[..., q0:q1, :]) * scale
+            del S, P, dP, dS  # one tile at a time
+        dK[..., k0:k1, :], dV[..., k0:k1, :] = dKb, dVb
+    return dQ, dK, dV
 
 
 def _tile_mask(mask: np.ndarray | None, causal: bool, q0: int, q1: int, k0: int, k1: int,

@@ -9,7 +9,7 @@ from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.decoding import generate, greedy_decode, sample_next, top_k_filter
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import FeedForward, SwiGLU, swiglu, swiglu_hidden
-from attnbook.torch.flash import online_normalizer, online_softmax, tiled_attention
+from attnbook.torch.flash import flash_attention_backward, online_normalizer, online_softmax, tiled_attention
 from attnbook.torch.gqa import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from attnbook.torch.inspect import (
     ablate_heads,
@@ -91,6 +91,7 @@ __all__ = [
     "online_softmax",
     "repeat_kv",
     "tiled_attention",
+    "flash_attention_backward",
     "causal_mask",
     "combine_masks",
     "masked_softmax",
