@@ -44,15 +44,17 @@ def start_lab(folder: Path, port: int, token: str) -> subprocess.Popen:
            "JUPYTERLAB_SETTINGS_DIR": str(folder / ".settings"), "JUPYTERLAB_WORKSPACES_DIR": str(folder / ".ws")}
     args = [str(lab), "--no-browser", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={folder}", "--LabApp.news_url=", "--ServerApp.port_retries=0",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--allow-root"]  # CI runs as root; the server listens on the loopback address only
+    log = open(folder / "lab.log", "w")  # a file, not a pipe: an unread pipe fills and stalls the server
+    return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
-def wait_until_up(url: str, proc: subprocess.Popen) -> None:
+def wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with code {proc.returncode}: {proc.stderr.read()[-2000:]}")
+            raise RuntimeError(f"jupyter lab exited with code {proc.returncode}: {log.read_text()[-2000:]}")
         try:
             urllib.request.urlopen(url, timeout=2)
             return
@@ -63,6 +65,13 @@ def wait_until_up(url: str, proc: subprocess.Popen) -> None:
 
 def check_widget(page, out: Path) -> list[str]:
     """Run the chapter from the Run menu and check its widget; return what went wrong."""
+    # A first opening asks which kernel to start, as it does a reader: take the one proposed (the venv's).
+    select = page.get_by_role("button", name="Select", exact=True)
+    try:
+        select.wait_for(timeout=30_000)
+        select.click()
+    except Exception:
+        pass  # no dialog: the kernel started by itself
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
     sliders = page.locator(".jp-OutputArea .widget-slider")
@@ -74,7 +83,8 @@ def check_widget(page, out: Path) -> list[str]:
     problems = []
     widget = sliders.first.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]")
     widget.scroll_into_view_if_needed()
-    labels = [widget.locator(".widget-label").nth(i).inner_text() for i in range(len(SLIDERS))]
+    labels = [(widget.locator(".widget-slider").nth(i).locator("label").first.text_content() or "").strip()
+              for i in range(len(SLIDERS))]
     if tuple(labels) != SLIDERS:
         problems.append(f"slider labels {labels}, expected {list(SLIDERS)}")
     figure = widget.locator(".widget-output img")
@@ -114,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copy(NOTEBOOKS / CHAPTER, folder / CHAPTER)
         lab = start_lab(folder, port, token)
         try:
-            wait_until_up(f"http://127.0.0.1:{port}/api/status?token={token}", lab)
+            wait_until_up(f"http://127.0.0.1:{port}/api/status?token={token}", lab, folder / "lab.log")
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_FLAGS)
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
