@@ -9,10 +9,16 @@ import numpy as np
 from attnbook.plotting import draw_vectors
 
 
+def _slider_layout() -> widgets.Layout:
+    """Room for a long description and the slider's track: at the default width (300 px) a description such
+    as "angle between u and v (degrees)" takes the whole row and JupyterLab draws the slider without a track."""
+    return widgets.Layout(width="560px", max_width="100%")
+
+
 def _slider(description: str, value: float, low: float, high: float, step: float) -> widgets.FloatSlider:
     return widgets.FloatSlider(
         value=value, min=low, max=high, step=step, description=description,
-        continuous_update=False, style={"description_width": "initial"},
+        continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout(),
     )
 
 
@@ -42,7 +48,7 @@ def dot_vs_cosine() -> widgets.VBox:
 def _log_slider(description: str, value: float, low_exp: float, high_exp: float) -> widgets.FloatLogSlider:
     return widgets.FloatLogSlider(
         value=value, base=10, min=low_exp, max=high_exp, step=0.05, description=description,
-        continuous_update=False, style={"description_width": "initial"},
+        continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout(),
     )
 
 
@@ -125,7 +131,8 @@ def scaling_by_dimension() -> widgets.VBox:
     from attnbook.plotting import plot_scaled_vs_unscaled
 
     exponent = widgets.IntSlider(value=2, min=0, max=10, description="log2 of the dimension d",
-                                 continuous_update=False, style={"description_width": "initial"})
+                                 continuous_update=False, style={"description_width": "initial"},
+                                 layout=_slider_layout())
 
     def draw(k: int) -> None:
         fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.3))
@@ -143,9 +150,9 @@ def mask_explorer(T: int = 6) -> widgets.VBox:
     from attnbook.plotting import plot_mask
 
     len_a = widgets.IntSlider(value=T, min=0, max=T, description="length of sequence 0",
-                              continuous_update=False, style={"description_width": "initial"})
+                              continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout())
     len_b = widgets.IntSlider(value=3, min=0, max=T, description="length of sequence 1",
-                              continuous_update=False, style={"description_width": "initial"})
+                              continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout())
     causal = widgets.Checkbox(value=True, description="causal")
 
     def draw(a: int, b: int, c: bool) -> None:
@@ -167,7 +174,8 @@ def positional_encoding_explorer(T: int = 64, d_model: int = 32) -> widgets.VBox
 
     pe = sinusoidal_encoding(T, d_model)
     position = widgets.IntSlider(value=10, min=0, max=T - 1, description="position",
-                                 continuous_update=False, style={"description_width": "initial"})
+                                 continuous_update=False, style={"description_width": "initial"},
+                                 layout=_slider_layout())
 
     def draw(pos: int) -> None:
         fig, (ax_vec, ax_dot) = plt.subplots(1, 2, figsize=(11, 3.5))
@@ -268,7 +276,7 @@ def finite_difference_step(steps: np.ndarray, errors: np.ndarray, unit_roundoff:
     step = widgets.FloatLogSlider(value=1e-6, base=10, min=float(np.log10(steps.min())),
                                   max=float(np.log10(steps.max())), step=0.25, description="step eps",
                                   continuous_update=False, readout_format=".0e",
-                                  style={"description_width": "initial"})
+                                  style={"description_width": "initial"}, layout=_slider_layout())
 
     def draw(eps: float) -> None:
         i = int(np.argmin(np.abs(np.log(steps) - np.log(eps))))
@@ -288,7 +296,7 @@ def tile_explorer(T: int = 64) -> widgets.VBox:
 
     length = widgets.IntSlider(value=T, min=8, max=256, step=8, description="T", continuous_update=False)
     block = widgets.IntSlider(value=16, min=4, max=64, step=4, description="tile size", continuous_update=False,
-                              style={"description_width": "initial"})
+                              style={"description_width": "initial"}, layout=_slider_layout())
     causal = widgets.Checkbox(value=True, description="causal")
 
     def draw(t: int, b: int, c: bool) -> None:
@@ -344,7 +352,7 @@ def fill_in_blank(model, tokenizer, line: str) -> widgets.VBox:
     labels = tokenizer.chars + tokenizer.mask_symbol
     position = widgets.IntSlider(value=min(5, len(line) - 1), min=0, max=len(line) - 1,
                                  description="hidden position", continuous_update=False,
-                                 style={"description_width": "initial"})
+                                 style={"description_width": "initial"}, layout=_slider_layout())
 
     def draw(t: int) -> None:
         fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -446,9 +454,9 @@ def convolution_heads(T: int = 8) -> widgets.VBox:
     from attnbook.plotting import plot_convolution_heads
 
     size = widgets.IntSlider(value=3, min=1, max=7, step=2, description="kernel size k",
-                             continuous_update=False, style={"description_width": "initial"})
+                             continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout())
     query = widgets.IntSlider(value=0, min=0, max=T - 1, description="query position i",
-                              continuous_update=False, style={"description_width": "initial"})
+                              continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout())
 
     def draw(k: int, i: int) -> None:
         fig, ax = plt.subplots(figsize=(5.5, 4.8))
@@ -473,7 +481,7 @@ def decoder_dependence(self_influence: np.ndarray, memory_influence: np.ndarray)
 
     position = widgets.IntSlider(value=0, min=0, max=self_influence.shape[0] - 1,
                                  description="target position t", continuous_update=False,
-                                 style={"description_width": "initial"})
+                                 style={"description_width": "initial"}, layout=_slider_layout())
 
     def draw(t: int) -> None:
         fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -536,7 +544,8 @@ def lookup_noise(layer, T: int = 8, d: int = 16) -> widgets.VBox:
 
     noise = _slider("query noise", 0.3, 0.0, 2.0, 0.1)
     example = widgets.IntSlider(value=0, min=0, max=15, description="example",
-                                continuous_update=False, style={"description_width": "initial"})
+                                continuous_update=False, style={"description_width": "initial"},
+                                layout=_slider_layout())
 
     def draw(s: float, i: int) -> None:
         weights, pick = lookup_batch(layer, s, T=T, d=d)
@@ -579,7 +588,7 @@ def decoding_explorer(model, prompt: list[int], vocab: list[str]) -> widgets.VBo
         logits = model.eval()(torch.tensor([prompt]))[0, -1]
     temperature = _log_slider("temperature", 1.0, -1.0, 1.0)
     k = widgets.IntSlider(value=len(vocab), min=1, max=len(vocab), description="top-k (k = V keeps all)",
-                          continuous_update=False, style={"description_width": "initial"})
+                          continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout())
 
     def draw(t: float, top: int) -> None:
         probs = next_token_distribution(logits, t, top).numpy()
@@ -651,7 +660,7 @@ def rotary_explorer(q: np.ndarray, k: np.ndarray, max_position: int = 64) -> wid
 
     def slider(description: str, value: int, high: int) -> widgets.IntSlider:
         return widgets.IntSlider(value=value, min=0, max=high, description=description, continuous_update=False,
-                                 style={"description_width": "initial"})
+                                 style={"description_width": "initial"}, layout=_slider_layout())
 
     m = slider("query position m", 5, max_position)
     n = slider("key position n", 2, max_position)
@@ -826,7 +835,7 @@ def newton_schulz_explorer(singular_values: np.ndarray) -> widgets.VBox:
     the cubic lands on 1 exactly, but a small singular value needs many more steps to get there.
     """
     steps = widgets.IntSlider(value=5, min=0, max=12, description="steps", continuous_update=False,
-                              style={"description_width": "initial"})
+                              style={"description_width": "initial"}, layout=_slider_layout())
     iteration = widgets.Dropdown(options=list(NS_ITERATIONS), value="quintic (Muon)", description="iteration",
                                  style={"description_width": "initial"})
 
