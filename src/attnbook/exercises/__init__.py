@@ -7,11 +7,7 @@ contract, so ``help(check_softmax)`` or ``check_softmax?`` says what the functio
 """
 
 from attnbook.exercises._harness import Verdict
-from attnbook.exercises.ch01 import (
-    check_analogy,
-    check_cosine_similarity,
-    check_pairwise_cosine_similarity,
-)
+from attnbook.exercises.ch01 import check_neighbours, check_solve_analogies
 from attnbook.exercises.ch02 import check_logsumexp, check_softmax
 from attnbook.exercises.ch03 import check_attend, check_soft_lookup
 from attnbook.exercises.ch04 import check_self_attention
@@ -39,7 +35,6 @@ from attnbook.exercises.ch25 import check_newton_schulz, check_polar_factor
 
 __all__ = [
     "Verdict",
-    "check_analogy",
     "check_apply_merge",
     "check_attend",
     "check_attention_entropy",
@@ -49,7 +44,6 @@ __all__ = [
     "check_attention_columns",
     "check_bilinear_score",
     "check_conv1d_same",
-    "check_cosine_similarity",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
     "check_encoder_block_parameters",
@@ -62,7 +56,7 @@ __all__ = [
     "check_mha_parameters",
     "check_most_frequent_pair",
     "check_offset_weights",
-    "check_pairwise_cosine_similarity",
+    "check_neighbours",
     "check_self_attention",
     "check_shift_matrix",
     "check_shift_right",
@@ -74,6 +68,7 @@ __all__ = [
     "check_unit_variance_scale",
     "check_warmup_cosine",
     "check_soft_lookup",
+    "check_solve_analogies",
     "check_softmax",
     "check_softmax_jacobian",
     "check_split_heads",
