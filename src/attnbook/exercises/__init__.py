@@ -8,7 +8,7 @@ contract, so ``help(check_softmax)`` or ``check_softmax?`` says what the functio
 
 from attnbook.exercises._harness import Verdict
 from attnbook.exercises.ch01 import check_neighbours, check_solve_analogies
-from attnbook.exercises.ch02 import check_logsumexp, check_softmax
+from attnbook.exercises.ch02 import check_log_softmax_rows, check_softmax_rows, check_softmax_vjp
 from attnbook.exercises.ch03 import check_attend, check_soft_lookup
 from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
@@ -50,7 +50,7 @@ __all__ = [
     "check_gpt_parameters",
     "check_layer_norm",
     "check_local_mask",
-    "check_logsumexp",
+    "check_log_softmax_rows",
     "check_masked_attention",
     "check_masked_loss",
     "check_mha_parameters",
@@ -69,8 +69,9 @@ __all__ = [
     "check_warmup_cosine",
     "check_soft_lookup",
     "check_solve_analogies",
-    "check_softmax",
     "check_softmax_jacobian",
+    "check_softmax_rows",
+    "check_softmax_vjp",
     "check_split_heads",
     "check_attention_backward",
     "check_layer_norm_backward",
