@@ -9,7 +9,7 @@ contract, so ``help(check_softmax)`` or ``check_softmax?`` says what the functio
 from attnbook.exercises._harness import Verdict
 from attnbook.exercises.ch01 import check_neighbours, check_solve_analogies
 from attnbook.exercises.ch02 import check_log_softmax_rows, check_softmax_rows, check_softmax_vjp
-from attnbook.exercises.ch03 import check_attend, check_soft_lookup
+from attnbook.exercises.ch03 import check_distance_attention, check_loo_predictions
 from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
 from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
@@ -36,7 +36,6 @@ from attnbook.exercises.ch25 import check_newton_schulz, check_polar_factor
 __all__ = [
     "Verdict",
     "check_apply_merge",
-    "check_attend",
     "check_attention_entropy",
     "check_attention_scores",
     "check_bigram_loss",
@@ -46,10 +45,12 @@ __all__ = [
     "check_conv1d_same",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
+    "check_distance_attention",
     "check_encoder_block_parameters",
     "check_gpt_parameters",
     "check_layer_norm",
     "check_local_mask",
+    "check_loo_predictions",
     "check_log_softmax_rows",
     "check_masked_attention",
     "check_masked_loss",
@@ -67,7 +68,6 @@ __all__ = [
     "check_torch_attention",
     "check_unit_variance_scale",
     "check_warmup_cosine",
-    "check_soft_lookup",
     "check_solve_analogies",
     "check_softmax_jacobian",
     "check_softmax_rows",
