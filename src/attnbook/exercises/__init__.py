@@ -10,7 +10,7 @@ from attnbook.exercises._harness import Verdict
 from attnbook.exercises.ch01 import check_neighbours, check_solve_analogies
 from attnbook.exercises.ch02 import check_log_softmax_rows, check_softmax_rows, check_softmax_vjp
 from attnbook.exercises.ch03 import check_distance_attention, check_loo_predictions
-from attnbook.exercises.ch04 import check_self_attention
+from attnbook.exercises.ch04 import check_attend_to_others, check_takeover_factor
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
 from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
 from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
@@ -36,6 +36,7 @@ from attnbook.exercises.ch25 import check_newton_schulz, check_polar_factor
 __all__ = [
     "Verdict",
     "check_apply_merge",
+    "check_attend_to_others",
     "check_attention_entropy",
     "check_attention_scores",
     "check_bigram_loss",
@@ -58,12 +59,12 @@ __all__ = [
     "check_most_frequent_pair",
     "check_offset_weights",
     "check_neighbours",
-    "check_self_attention",
     "check_shift_matrix",
     "check_shift_right",
     "check_single_query_attention",
     "check_sinusoidal_encoding",
     "check_smoothed_targets",
+    "check_takeover_factor",
     "check_top_k_filter",
     "check_torch_attention",
     "check_unit_variance_scale",
