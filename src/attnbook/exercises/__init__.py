@@ -11,7 +11,7 @@ from attnbook.exercises.ch01 import check_neighbours, check_solve_analogies
 from attnbook.exercises.ch02 import check_log_softmax_rows, check_softmax_rows, check_softmax_vjp
 from attnbook.exercises.ch03 import check_distance_attention, check_loo_predictions
 from attnbook.exercises.ch04 import check_attend_to_others, check_takeover_factor
-from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
+from attnbook.exercises.ch05 import check_batched_attention_columns
 from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
 from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 from attnbook.exercises.ch08 import check_masked_attention
@@ -39,9 +39,9 @@ __all__ = [
     "check_attend_to_others",
     "check_attention_entropy",
     "check_attention_scores",
+    "check_batched_attention_columns",
     "check_bigram_loss",
     "check_previous_token_score",
-    "check_attention_columns",
     "check_bilinear_score",
     "check_conv1d_same",
     "check_cross_entropy_grad",
@@ -61,7 +61,6 @@ __all__ = [
     "check_neighbours",
     "check_shift_matrix",
     "check_shift_right",
-    "check_single_query_attention",
     "check_sinusoidal_encoding",
     "check_smoothed_targets",
     "check_takeover_factor",
