@@ -1,9 +1,9 @@
 """Checkers for the book's coding exercises.
 
-Each ``check_*`` is a ``Checker``: call it with the learner's function (``check_softmax(my_softmax)``)
+Each ``check_*`` is a ``Checker``: call it with the learner's function (``check_softmax_rows(softmax_rows)``)
 and it runs that function on fixed and random cases against the package's own implementation, and
 returns a ``Verdict`` that reads as a short sentence in the notebook. Its docstring is the exercise's
-contract, so ``help(check_softmax)`` or ``check_softmax?`` says what the function must take and return.
+contract, so ``help(check_softmax_rows)`` or ``check_softmax_rows?`` says what the function must take and return.
 """
 
 from attnbook.exercises._harness import Verdict
