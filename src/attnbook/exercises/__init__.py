@@ -1,22 +1,18 @@
 """Checkers for the book's coding exercises.
 
-Each ``check_*`` is a ``Checker``: call it with the learner's function (``check_softmax(my_softmax)``)
+Each ``check_*`` is a ``Checker``: call it with the learner's function (``check_softmax_rows(softmax_rows)``)
 and it runs that function on fixed and random cases against the package's own implementation, and
 returns a ``Verdict`` that reads as a short sentence in the notebook. Its docstring is the exercise's
-contract, so ``help(check_softmax)`` or ``check_softmax?`` says what the function must take and return.
+contract, so ``help(check_softmax_rows)`` or ``check_softmax_rows?`` says what the function must take and return.
 """
 
 from attnbook._lazy import lazy_exports
 from attnbook.exercises._harness import Verdict
-from attnbook.exercises.ch01 import (
-    check_analogy,
-    check_cosine_similarity,
-    check_pairwise_cosine_similarity,
-)
-from attnbook.exercises.ch02 import check_logsumexp, check_softmax
-from attnbook.exercises.ch03 import check_attend, check_soft_lookup
-from attnbook.exercises.ch04 import check_self_attention
-from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
+from attnbook.exercises.ch01 import check_neighbours, check_solve_analogies
+from attnbook.exercises.ch02 import check_log_softmax_rows, check_softmax_rows, check_softmax_vjp
+from attnbook.exercises.ch03 import check_distance_attention, check_loo_predictions
+from attnbook.exercises.ch04 import check_attend_to_others, check_takeover_factor
+from attnbook.exercises.ch05 import check_batched_attention_columns
 from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
 from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 from attnbook.exercises.ch08 import check_masked_attention
@@ -59,43 +55,43 @@ __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
 __all__ = [
     "Verdict",
-    "check_analogy",
     "check_apply_merge",
-    "check_attend",
+    "check_attend_to_others",
     "check_attention_entropy",
     "check_attention_scores",
+    "check_batched_attention_columns",
     "check_bigram_loss",
     "check_previous_token_score",
-    "check_attention_columns",
     "check_bilinear_score",
     "check_conv1d_same",
-    "check_cosine_similarity",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
+    "check_distance_attention",
     "check_encoder_block_parameters",
     "check_gpt_parameters",
     "check_layer_norm",
     "check_local_mask",
-    "check_logsumexp",
+    "check_loo_predictions",
+    "check_log_softmax_rows",
     "check_masked_attention",
     "check_masked_loss",
     "check_mha_parameters",
     "check_most_frequent_pair",
     "check_offset_weights",
-    "check_pairwise_cosine_similarity",
-    "check_self_attention",
+    "check_neighbours",
     "check_shift_matrix",
     "check_shift_right",
-    "check_single_query_attention",
     "check_sinusoidal_encoding",
     "check_smoothed_targets",
+    "check_takeover_factor",
     "check_top_k_filter",
     "check_torch_attention",
     "check_unit_variance_scale",
     "check_warmup_cosine",
-    "check_soft_lookup",
-    "check_softmax",
+    "check_solve_analogies",
     "check_softmax_jacobian",
+    "check_softmax_rows",
+    "check_softmax_vjp",
     "check_split_heads",
     "check_attention_backward",
     "check_layer_norm_backward",

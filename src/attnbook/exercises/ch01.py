@@ -4,123 +4,158 @@ from __future__ import annotations
 
 import numpy as np
 
+import attnbook.torch as tb
 from attnbook.data import toy_word_embeddings
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.numpy import analogy, cosine_similarity, pairwise_cosine_similarity
+from attnbook.numpy import analogy, cosine_similarity, nearest, pairwise_cosine_similarity
+
+# The package's own similarity search: an answer that calls one of these has not written the search.
+_SIMILARITY = (nearest, analogy, pairwise_cosine_similarity, cosine_similarity,
+               tb.pairwise_cosine_similarity, tb.cosine_similarity)
 
 
-def _vector_cases() -> list[Case]:
+# --- every word's nearest neighbours -------------------------------------------------------------
+
+def _neighbour_cases() -> list[Case]:
     rng = np.random.default_rng(101)
+    _, E = toy_word_embeddings()
     cases = [
-        Case("u=[1, 0], v=[0, 1]", (np.array([1.0, 0.0]), np.array([0.0, 1.0]))),
-        Case("u=[1, 2, 3], v=[2, 4, 6]", (np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 6.0]))),
-        Case("u=[3, 4], v=[4, 3]", (np.array([3.0, 4.0]), np.array([4.0, 3.0]))),
-        Case("u=[1, -2], v=[-2, 4]", (np.array([1.0, -2.0]), np.array([-2.0, 4.0]))),
-        Case("u=[0.5, 0.5], v=[10, 0]", (np.array([0.5, 0.5]), np.array([10.0, 0.0]))),
+        Case("the toy embeddings, k=3", (E, 3)),
+        Case("four 2-D rows [[1, 0], [0, 1], [1, 1], [-1, 0.2]], k=2",
+             (np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.2]]), 2)),
     ]
-    for d in (5, 64):
-        u, v = rng.normal(size=d), rng.normal(size=d)
-        cases.append(Case(f"two random vectors with d={d}", (u, v)))
+    # Lengths spread over two orders of magnitude: ranking by dot product then differs from cosine.
+    lengths = np.exp(rng.uniform(-2.3, 2.3, size=(9, 1)))
+    cases.append(Case("9 random rows of very different lengths, d=4, k=3",
+                      (lengths * rng.normal(size=(9, 4)), 3)))
+    # k = V - 1 reaches every other row, the least similar (negative cosines) included.
+    cases.append(Case("6 random rows, d=3, k=5 (every other row)", (rng.normal(size=(6, 3)), 5)))
+    cases.append(Case("20 random rows, d=16, k=1", (rng.normal(size=(20, 16)), 1)))
     return cases
 
 
-def _dot(u: np.ndarray, v: np.ndarray) -> float:
-    return float(u @ v)
+def _neighbours(E: np.ndarray, k: int) -> np.ndarray:
+    return np.stack([nearest(E[i], E, k=k, exclude=[i]) for i in range(E.shape[0])])
 
 
-def _one_norm(u: np.ndarray, v: np.ndarray) -> float:
-    return float(u @ v / np.linalg.norm(u))
+def _cosines(E: np.ndarray) -> np.ndarray:
+    unit = E / np.linalg.norm(E, axis=1, keepdims=True)
+    return unit @ unit.T
 
 
-def _squared_norms(u: np.ndarray, v: np.ndarray) -> float:
-    return float(u @ v / (u @ u * (v @ v)))
+def _top(S: np.ndarray, k: int) -> np.ndarray:
+    return np.argsort(-S, axis=1, kind="stable")[:, :k]
 
 
-check_cosine_similarity = Checker(
-    name="cosine_similarity",
-    doc="Check ``fn(u, v) -> float``: the cosine similarity of two 1-D vectors of equal length.",
-    reference=lambda u, v: float(cosine_similarity(u, v)),
-    cases=_vector_cases(),
+def _with_self(E: np.ndarray, k: int) -> np.ndarray:
+    return _top(_cosines(E), k)
+
+
+def _by_dot(E: np.ndarray, k: int) -> np.ndarray:
+    S = E @ E.T
+    np.fill_diagonal(S, -np.inf)
+    return _top(S, k)
+
+
+def _worst_first(E: np.ndarray, k: int) -> np.ndarray:
+    S = _cosines(E)
+    np.fill_diagonal(S, np.inf)
+    return np.argsort(S, axis=1, kind="stable")[:, :k]
+
+
+def _columns_normalised(E: np.ndarray, k: int) -> np.ndarray:
+    unit = E / np.linalg.norm(E, axis=0, keepdims=True)
+    S = unit @ unit.T
+    np.fill_diagonal(S, -np.inf)
+    return _top(S, k)
+
+
+check_neighbours = Checker(
+    name="neighbours",
+    doc="Check ``fn(E, k) -> (V, k) ints``: row ``i`` lists the ``k`` rows of ``E`` most cosine-similar to "
+        "row ``i``, best first, leaving out ``i`` itself.",
+    reference=_neighbours,
+    cases=_neighbour_cases(),
     mistakes=(
-        Mistake(_dot, "that is the plain dot product; divide it by both vectors' lengths."),
-        Mistake(_one_norm, "you divided by the length of u only; v's length counts too."),
-        Mistake(_squared_norms, "the length is the square root of u @ u, not u @ u itself."),
+        Mistake(_with_self, "every word is its own best match (cosine 1): leave row i out of row i's candidates."),
+        Mistake(_by_dot, "rank by cosine, not by dot product: a long vector wins dot products whatever its "
+                "direction."),
+        Mistake(_worst_first, "best first: sort by decreasing similarity."),
+        Mistake(_columns_normalised, "each word is a row: scale every row, not every column, to length 1."),
     ),
+    forbidden=_SIMILARITY,
 )
 
 
-def _matrix_cases() -> list[Case]:
-    rng = np.random.default_rng(102)
-    X = np.array([[1.0, 0.0], [1.0, 1.0]])
-    Y = np.array([[0.0, 2.0], [3.0, 0.0], [-1.0, -1.0]])
-    cases = [Case("X of shape (2, 2), Y of shape (3, 2)", (X, Y))]
-    for n, m, d in ((4, 4, 3), (3, 5, 8), (1, 6, 2)):
-        X, Y = rng.normal(size=(n, d)), rng.normal(size=(m, d))
-        cases.append(Case(f"random X of shape {X.shape}, Y of shape {Y.shape}", (X, Y)))
-    return cases
-
-
-def _transposed(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    return pairwise_cosine_similarity(Y, X)
-
-
-def _unnormalised(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    return X @ Y.T
-
-
-def _columns_normalised(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    return (X / np.linalg.norm(X, axis=0)) @ (Y / np.linalg.norm(Y, axis=0)).T
-
-
-check_pairwise_cosine_similarity = Checker(
-    name="pairwise_cosine_similarity",
-    doc="Check ``fn(X, Y) -> S``: ``S[i, j]`` is the cosine of row ``i`` of X and row ``j`` of Y.",
-    reference=pairwise_cosine_similarity,
-    cases=_matrix_cases(),
-    mistakes=(
-        Mistake(_transposed, "rows of the result belong to X and columns to Y, not the reverse."),
-        Mistake(_unnormalised, "X @ Y.T gives dot products; normalise each row to length 1 first."),
-        Mistake(
-            _columns_normalised,
-            "you normalised the columns; each vector is a row, so normalise along axis=1.",
-        ),
-    ),
-)
-
+# --- many analogies at once ------------------------------------------------------------------------
 
 def _analogy_cases() -> list[Case]:
     words, E = toy_word_embeddings()
-    cases = [
-        Case(f"{a!r} is to {b!r} as {c!r} is to ?, toy embeddings", (a, b, c, E, words))
-        for a, b, c in (("man", "king", "woman"), ("king", "prince", "queen"), ("man", "boy", "woman"))
-    ]
-    # In random embeddings the target vector b - a + c lies closest to b or c themselves, so these
-    # cases tell apart a solution that forgets to leave the three question words out.
+    i = {w: n for n, w in enumerate(words)}
+    questions = [("man", "king", "woman"), ("king", "prince", "queen"), ("man", "boy", "woman"),
+                 ("woman", "queen", "man"), ("boy", "prince", "girl")]
+    a, b, c = (np.array([i[q[n]] for q in questions]) for n in range(3))
+    cases = [Case("five analogies on the toy embeddings", (a, b, c, E))]
+    # In random embeddings the target b - a + c lies closest to b or c themselves, so these cases tell
+    # apart an answer that forgets to leave the question words out, or leaves out every question's.
     rng = np.random.default_rng(103)
-    vocab = [f"w{i}" for i in range(20)]
-    for _ in range(3):
-        E_rand = np.round(rng.normal(size=(20, 6)), 2)
-        a, b, c = (vocab[i] for i in rng.choice(20, size=3, replace=False))
-        cases.append(Case(f"{a!r} : {b!r} :: {c!r} : ?, random 20-word vocabulary", (a, b, c, E_rand, vocab)))
+    for V, d, n in ((20, 6, 8), (30, 10, 12), (12, 3, 1)):
+        E_rand = rng.normal(size=(V, d)) * np.exp(rng.uniform(-1.0, 1.0, size=(V, 1)))
+        abc = np.stack([rng.choice(V, size=3, replace=False) for _ in range(n)])
+        cases.append(Case(f"{n} random analogies, {V} words in d={d}", (abc[:, 0], abc[:, 1], abc[:, 2], E_rand)))
     return cases
 
 
-def _no_exclusion(a, b, c, E, words) -> str:
-    target = E[words.index(b)] - E[words.index(a)] + E[words.index(c)]
-    return words[int(np.argmax(pairwise_cosine_similarity(target[None, :], E)[0]))]
+def _solve_analogies(a: np.ndarray, b: np.ndarray, c: np.ndarray, E: np.ndarray) -> np.ndarray:
+    return np.array([nearest(E[y] - E[x] + E[z], E, k=1, exclude=[x, y, z])[0]
+                     for x, y, z in zip(a, b, c, strict=True)], dtype=np.int64)
 
 
-def _wrong_direction(a, b, c, E, words) -> str:
-    return analogy(b, a, c, E, words)
+def _target_cosines(a, b, c, E) -> np.ndarray:
+    target = E[b] - E[a] + E[c]
+    return (target / np.linalg.norm(target, axis=1, keepdims=True)) @ (
+        E / np.linalg.norm(E, axis=1, keepdims=True)).T
 
 
-check_analogy = Checker(
-    name="analogy",
-    doc='Check ``fn(a, b, c, E, words) -> str``: "a is to b as c is to ?" by vector arithmetic.',
-    reference=analogy,
+def _best(S: np.ndarray) -> np.ndarray:
+    return np.argmax(S, axis=1)
+
+
+def _no_exclusion(a, b, c, E) -> np.ndarray:
+    return _best(_target_cosines(a, b, c, E))
+
+
+def _every_questions_words(a, b, c, E) -> np.ndarray:
+    S = _target_cosines(a, b, c, E)
+    S[:, np.concatenate([a, b, c])] = -np.inf
+    return _best(S)
+
+
+def _wrong_direction(a, b, c, E) -> np.ndarray:
+    return _solve_analogies(b, a, c, E)
+
+
+def _analogy_by_dot(a, b, c, E) -> np.ndarray:
+    S = (E[b] - E[a] + E[c]) @ E.T
+    rows = np.arange(len(a))
+    for idx in (a, b, c):
+        S[rows, idx] = -np.inf
+    return _best(S)
+
+
+check_solve_analogies = Checker(
+    name="solve_analogies",
+    doc="Check ``fn(a, b, c, E) -> (n,) ints``: for each ``q``, the row of ``E`` most cosine-similar to "
+        "``E[b[q]] - E[a[q]] + E[c[q]]``, leaving out ``a[q]``, ``b[q]`` and ``c[q]``.",
+    reference=_solve_analogies,
     cases=_analogy_cases(),
     mistakes=(
-        Mistake(_no_exclusion, "leave a, b and c out of the candidates: the target is often closest to one of them."),
+        Mistake(_no_exclusion, "leave each question's three words out of its candidates: the target is usually "
+                "closest to one of them."),
+        Mistake(_every_questions_words, "leave out each question's own three words only: row q loses the "
+                "columns a[q], b[q] and c[q], not the words of every question."),
         Mistake(_wrong_direction, "the target is E[b] - E[a] + E[c]: start from b, remove a, add c."),
+        Mistake(_analogy_by_dot, "rank by cosine, not by dot product: the rows of E have different lengths."),
     ),
+    forbidden=_SIMILARITY,
 )

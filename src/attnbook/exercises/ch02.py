@@ -3,87 +3,186 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
+import attnbook.torch as tb
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.numpy import softmax
+from attnbook.numpy import online_softmax, softmax, softmax_jacobian
+from attnbook.numpy.attention import masked_softmax
+from attnbook.numpy.backprop.softmax import softmax_backward
+
+# The package's softmax and PyTorch's: an answer that calls one has not written the softmax.
+_SOFTMAXES = (softmax, masked_softmax, online_softmax, tb.softmax, torch.softmax, F.softmax)
 
 
-def _score_cases() -> list[Case]:
+def _row_cases() -> list[Case]:
     rng = np.random.default_rng(201)
+    inf = np.inf
     cases = [
-        Case("x=[1, 2, 3]", (np.array([1.0, 2.0, 3.0]),)),
-        Case("x=[0, 0, 0, 0]", (np.zeros(4),)),
-        Case("x=[5] (a single score)", (np.array([5.0]),)),
-        Case("x=[-2, 0.5, 4, -7]", (np.array([-2.0, 0.5, 4.0, -7.0]),)),
-        Case("x=[1000, 1001, 1002]", (np.array([1000.0, 1001.0, 1002.0]),)),
-        Case("x=[-1000, -1001, -1002]", (np.array([-1000.0, -1001.0, -1002.0]),)),
-        # Scores far apart: only a shift by the maximum keeps every exp finite (shifting by the
-        # minimum, or by nothing, overflows to inf and gives NaN).
-        Case("x=[0, 1000]", (np.array([0.0, 1000.0]),)),
-        Case("x=[-1000, 0, -2000]", (np.array([-1000.0, 0.0, -2000.0]),)),
+        Case("S=[[1, 2], [3, 4]]", (np.array([[1.0, 2.0], [3.0, 4.0]]),)),
+        Case("one row, S=[[2, 1, 0.5, -1, 3]]", (np.array([[2.0, 1.0, 0.5, -1.0, 3.0]]),)),
+        # Rows 2000 apart: one maximum for the whole matrix leaves the lower row with exp(...) = 0 everywhere.
+        Case("S=[[0, 1], [-2000, -1999]]", (np.array([[0.0, 1.0], [-2000.0, -1999.0]]),)),
+        Case("S=[[1000, 1001, 1002], [-1000, -1001, -1002]]",
+             (np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1001.0, -1002.0]]),)),
+        Case("S=[[0, -inf, 1], [-inf, 5, -inf]] (-inf: ruled out)",
+             (np.array([[0.0, -inf, 1.0], [-inf, 5.0, -inf]]),)),
     ]
-    for n in (7, 50):
-        cases.append(Case(f"random scores, n={n}", (rng.normal(scale=3.0, size=n),)))
+    for n, k in ((4, 4), (3, 7), (6, 2)):
+        cases.append(Case(f"random scores of shape ({n}, {k})", (rng.normal(scale=3.0, size=(n, k)),)))
     return cases
 
 
-def _naive(x: np.ndarray) -> np.ndarray:
-    return np.exp(x) / np.exp(x).sum()
+def _softmax_rows(S: np.ndarray) -> np.ndarray:
+    return softmax(S, axis=1)
 
 
-def _min_shifted(x: np.ndarray) -> np.ndarray:
-    return np.exp(x - x.min()) / np.exp(x - x.min()).sum()
+def _column_max(S: np.ndarray) -> np.ndarray:
+    e = np.exp(S - S.max(axis=0))
+    return e / e.sum(axis=1, keepdims=True)
 
 
-def _unnormalised(x: np.ndarray) -> np.ndarray:
-    return np.exp(x - x.max())
+def _global_max(S: np.ndarray) -> np.ndarray:
+    e = np.exp(S - S.max())
+    return e / e.sum(axis=1, keepdims=True)
 
 
-def _divide_by_sum(x: np.ndarray) -> np.ndarray:
-    return x / x.sum()
+def _normalised_down_columns(S: np.ndarray) -> np.ndarray:
+    e = np.exp(S - S.max(axis=0, keepdims=True))
+    return e / e.sum(axis=0, keepdims=True)
 
 
-check_softmax = Checker(
-    name="softmax",
-    doc="Check ``fn(x) -> weights``: a softmax of a 1-D array that never overflows.",
-    reference=softmax,
-    cases=_score_cases(),
+def _max_without_keepdims(S: np.ndarray) -> np.ndarray:
+    e = np.exp(S - S.max(axis=1))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+check_softmax_rows = Checker(
+    name="softmax_rows",
+    doc="Check ``fn(S) -> W``: the softmax of every row of ``S`` (shape (n, k)), without overflow; entries of "
+        "``-inf`` get weight 0.",
+    reference=_softmax_rows,
+    cases=_row_cases(),
     mistakes=(
-        Mistake(_min_shifted, "shift by the maximum, not the minimum: x - x.max() is at most 0, so np.exp "
-                "cannot overflow; x - x.min() can be huge."),
-        Mistake(_naive, "np.exp overflows for scores above about 709; subtract x.max() first."),
-        Mistake(_unnormalised, "the weights must sum to 1: divide by their sum."),
-        Mistake(_divide_by_sum, "dividing scores by their sum is not the softmax; exponentiate first."),
+        Mistake(_column_max, "the shift must be one constant per row: subtracting each column's maximum "
+                "changes the differences within a row, and so the weights."),
+        Mistake(_global_max, "a row far below the largest score of the whole matrix has exp of every entry "
+                "underflow to 0, and 0/0: shift each row by its own maximum."),
+        Mistake(_normalised_down_columns, "each row is one softmax: its weights, along axis=1, sum to 1."),
+        Mistake(_max_without_keepdims, "S.max(axis=1) has shape (n,) and lines up with the columns when "
+                "broadcast: keep the reduced axis so that row i loses its own maximum."),
     ),
+    forbidden=_SOFTMAXES,
 )
 
 
-def _logsumexp(x: np.ndarray) -> float:
-    m = float(np.max(x))
-    return m + float(np.log(np.sum(np.exp(x - m))))
+# --- log-softmax ---------------------------------------------------------------------------------
+
+def _log_cases() -> list[Case]:
+    rng = np.random.default_rng(202)
+    inf = np.inf
+    cases = [
+        Case("S=[[1, 2, 3]]", (np.array([[1.0, 2.0, 3.0]]),)),
+        # The second weight is exp(-1000), 0 in float64: its logarithm, -1000, is still a number.
+        Case("S=[[0, -1000]]", (np.array([[0.0, -1000.0]]),)),
+        Case("S=[[1000, 1000], [-1000, -1000]]", (np.array([[1000.0, 1000.0], [-1000.0, -1000.0]]),)),
+        Case("S=[[0, -inf, 1], [3, 2, -inf]] (-inf: ruled out)",
+             (np.array([[0.0, -inf, 1.0], [3.0, 2.0, -inf]]),)),
+        Case("S=[[-800, 0, 5], [2000, 1990, 1000]]", (np.array([[-800.0, 0.0, 5.0], [2000.0, 1990.0, 1000.0]]),)),
+    ]
+    for n, k in ((3, 5), (2, 9)):
+        cases.append(Case(f"random scores of shape ({n}, {k})", (rng.normal(scale=3.0, size=(n, k)),)))
+    return cases
 
 
-def _naive_lse(x: np.ndarray) -> float:
-    return float(np.log(np.sum(np.exp(x))))
+def _log_softmax_rows(S: np.ndarray) -> np.ndarray:
+    # PyTorch's own log-softmax as the oracle (the package has none: chapter 2's exercise derives it).
+    return torch.log_softmax(torch.from_numpy(np.array(S, dtype=np.float64)), dim=1).numpy()
 
 
-def _min_lse(x: np.ndarray) -> float:
-    m = float(np.min(x))
-    return m + float(np.log(np.sum(np.exp(x - m))))
+def _log_of_weights(S: np.ndarray) -> np.ndarray:
+    e = np.exp(S - S.max(axis=1, keepdims=True))
+    return np.log(e / e.sum(axis=1, keepdims=True))
 
 
-def _forgot_max(x: np.ndarray) -> float:
-    return float(np.log(np.sum(np.exp(x - np.max(x)))))
+def _max_once(S: np.ndarray) -> np.ndarray:
+    m = S.max(axis=1, keepdims=True)
+    return S - np.log(np.exp(S - m).sum(axis=1, keepdims=True))
 
 
-check_logsumexp = Checker(
-    name="logsumexp",
-    doc="Check ``fn(x) -> float``: ``log(sum(exp(x)))`` of a 1-D array, without overflow.",
-    reference=_logsumexp,
-    cases=_score_cases(),
+def _unshifted_log(S: np.ndarray) -> np.ndarray:
+    return S - np.log(np.exp(S).sum(axis=1, keepdims=True))
+
+
+check_log_softmax_rows = Checker(
+    name="log_softmax_rows",
+    doc="Check ``fn(S) -> log W``: the logarithm of the softmax of every row of ``S`` (shape (n, k)), finite "
+        "wherever the score is finite; ``-inf`` where the score is ``-inf``.",
+    reference=_log_softmax_rows,
+    cases=_log_cases(),
     mistakes=(
-        Mistake(_min_lse, "factor out exp(max(x)), not exp(min(x)): only then is every exp at most 1."),
-        Mistake(_naive_lse, "np.exp overflows for large x; factor out exp(max(x)) first."),
-        Mistake(_forgot_max, "after subtracting m inside, add m back outside the logarithm."),
+        Mistake(_log_of_weights, "a weight such as exp(-1000) underflows to 0 before the logarithm sees it: "
+                "never form the weights; subtract the logarithm of the denominator from the scores."),
+        Mistake(_max_once, "you took the maximum out of the sum but never put it back: log(sum(exp(s))) is "
+                "the maximum plus the logarithm of the shifted sum."),
+        Mistake(_unshifted_log, "exp overflows for scores in the hundreds: take each row's maximum out of the "
+                "sum first."),
     ),
+    forbidden=(*_SOFTMAXES, torch.log_softmax, F.log_softmax),
+)
+
+
+# --- the backward pass -------------------------------------------------------------------------------
+
+def _backward_cases() -> list[Case]:
+    rng = np.random.default_rng(203)
+    cases = [
+        Case("W=softmax([[0, ln 2, ln 3]]), G=[[1, 0, 0]]",
+             (softmax(np.log(np.array([[1.0, 2.0, 3.0]])), axis=1), np.array([[1.0, 0.0, 0.0]]))),
+        Case("uniform W of shape (2, 4), G=[[1, 2, 3, 4], [0, 0, 0, 1]]",
+             (np.full((2, 4), 0.25), np.array([[1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 1.0]]))),
+        Case("W with a ruled-out entry, softmax([[1, -inf, 2]]), G=[[0.5, -1, 2]]",
+             (softmax(np.array([[1.0, -np.inf, 2.0]]), axis=1), np.array([[0.5, -1.0, 2.0]]))),
+    ]
+    for n, k in ((3, 5), (4, 4), (1, 8)):
+        W, G = softmax(rng.normal(scale=2.0, size=(n, k)), axis=1), rng.normal(size=(n, k))
+        cases.append(Case(f"W = softmax of random scores ({n}, {k}), random G", (W, G)))
+    return cases
+
+
+def _softmax_vjp(W: np.ndarray, G: np.ndarray) -> np.ndarray:
+    return softmax_backward(G, W, axis=1)
+
+
+def _diagonal_only(W: np.ndarray, G: np.ndarray) -> np.ndarray:
+    return W * G
+
+
+def _plain_mean(W: np.ndarray, G: np.ndarray) -> np.ndarray:
+    return W * (G - G.mean(axis=1, keepdims=True))
+
+
+def _summed_down_columns(W: np.ndarray, G: np.ndarray) -> np.ndarray:
+    return W * (G - (G * W).sum(axis=0, keepdims=True))
+
+
+def _off_diagonal_only(W: np.ndarray, G: np.ndarray) -> np.ndarray:
+    return -W * (G * W).sum(axis=1, keepdims=True)
+
+
+check_softmax_vjp = Checker(
+    name="softmax_vjp",
+    doc="Check ``fn(W, G) -> dS``: the gradient with respect to the scores ``S`` of rows ``W = softmax(S)`` "
+        "(shape (n, k)), given ``G = dL/dW``, without building a (k, k) Jacobian.",
+    reference=_softmax_vjp,
+    cases=_backward_cases(),
+    mistakes=(
+        Mistake(_diagonal_only, "every score moves every weight of its row (they share one denominator): "
+                "you kept only the i = j term of the derivative."),
+        Mistake(_off_diagonal_only, "you kept only the i != j terms: the i = j term adds w_j times g_j."),
+        Mistake(_plain_mean, "what is subtracted from G is an average of G weighted by W, not its plain mean."),
+        Mistake(_summed_down_columns, "each row is its own softmax: sum over the entries of a row (axis=1)."),
+    ),
+    forbidden=(softmax_backward, softmax_jacobian, torch.autograd.grad, torch.autograd.backward),
 )

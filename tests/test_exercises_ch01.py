@@ -1,0 +1,153 @@
+"""Chapter 1's checkers, as a learner meets them: an answer that calls the package is refused by name, and
+wrong answers written independently of the checkers' own mistakes are refused (tests/test_checkers.py runs
+every checker on its reference and mistakes)."""
+
+import numpy as np
+import pytest
+
+import attnbook.numpy as anp
+from attnbook.exercises import Verdict, check_neighbours, check_solve_analogies
+
+
+def not_attempted(*args):
+    raise NotImplementedError
+
+
+def loop_neighbours(E, k):
+    """An oracle written from the definition: every pair's cosine by its formula, in Python loops."""
+    V = len(E)
+    out = []
+    for i in range(V):
+        cos = [-np.inf if j == i else float(E[i] @ E[j]) / np.sqrt(float(E[i] @ E[i]) * float(E[j] @ E[j]))
+               for j in range(V)]
+        out.append(sorted(range(V), key=lambda j: -cos[j])[:k])
+    return np.array(out)
+
+
+def loop_analogies(a, b, c, E):
+    answers = []
+    for x, y, z in zip(a, b, c, strict=True):
+        t = E[y] - E[x] + E[z]
+        cos = [-np.inf if j in (x, y, z) else float(t @ E[j]) / (np.linalg.norm(t) * np.linalg.norm(E[j]))
+               for j in range(len(E))]
+        answers.append(int(np.argmax(cos)))
+    return np.array(answers)
+
+
+def test_verdict_reads_as_its_message_and_its_truth():
+    v = Verdict(True, "f: all 3 checks passed.")
+    assert repr(v) == "f: all 3 checks passed." and bool(v)
+    assert not Verdict(False, "f: wrong")
+
+
+@pytest.mark.parametrize("check", [check_neighbours, check_solve_analogies])
+def test_every_checker_reports_not_attempted_and_non_functions(check):
+    verdict = check(not_attempted)
+    assert not verdict and not verdict.attempted
+    assert "not attempted yet" in verdict.message
+    assert "expected a function, got int" in check(3).message
+
+
+def test_answers_written_from_the_definition_pass():
+    assert check_neighbours(loop_neighbours), check_neighbours(loop_neighbours).message
+    assert check_solve_analogies(loop_analogies), check_solve_analogies(loop_analogies).message
+
+
+# --- an answer that calls the package ----------------------------------------------------------------
+
+def test_neighbours_through_nearest_is_refused_by_name():
+    def delegating(E, k):
+        return np.stack([anp.nearest(E[i], E, k=k, exclude=[i]) for i in range(len(E))])
+
+    verdict = check_neighbours(delegating)
+    assert not verdict and "attnbook.numpy.similarity.nearest" in verdict.message
+
+
+def test_neighbours_through_pairwise_cosine_similarity_is_refused_by_name():
+    def delegating(E, k):
+        S = anp.pairwise_cosine_similarity(E, E)
+        np.fill_diagonal(S, -np.inf)
+        return np.argsort(-S, axis=1)[:, :k]
+
+    verdict = check_neighbours(delegating)
+    assert not verdict and "attnbook.numpy.similarity.pairwise_cosine_similarity" in verdict.message
+
+
+def test_analogies_through_analogy_are_refused_by_name():
+    def delegating(a, b, c, E):
+        words = [str(i) for i in range(len(E))]
+        return np.array([int(anp.analogy(str(x), str(y), str(z), E, words)) for x, y, z in zip(a, b, c, strict=True)])
+
+    verdict = check_solve_analogies(delegating)
+    assert not verdict and "attnbook.numpy.similarity.analogy" in verdict.message
+
+
+# --- wrong answers a learner writes, beyond the listed mistakes -------------------------------------
+
+def test_neighbours_that_rule_out_the_word_itself_with_zero_are_refused():
+    # A cosine of 0 still beats every negative cosine: with k reaching them, the word comes back.
+    def zero_diagonal(E, k):
+        unit = E / np.linalg.norm(E, axis=1, keepdims=True)
+        S = unit @ unit.T
+        np.fill_diagonal(S, 0.0)
+        return np.argsort(-S, axis=1)[:, :k]
+
+    verdict = check_neighbours(zero_diagonal)
+    assert not verdict and "wrong value" in verdict.message
+
+
+def test_neighbours_that_drop_the_first_column_pass_and_an_off_by_one_is_refused():
+    # Dropping column 0 of the full sort assumes the word itself always comes first; it does, since no two
+    # rows of the cases point the same way, so this answer is right: the checker must accept it.
+    def drop_first(E, k):
+        unit = E / np.linalg.norm(E, axis=1, keepdims=True)
+        return np.argsort(-(unit @ unit.T), axis=1, kind="stable")[:, 1:k + 1]
+
+    assert check_neighbours(drop_first)
+    off_by_one = check_neighbours(lambda E, k: drop_first(E, k)[:, :-1])
+    assert not off_by_one and "returned shape" in off_by_one.message
+
+
+def test_analogies_with_columns_normalised_are_refused():
+    def columns(a, b, c, E):
+        unit = E / np.linalg.norm(E, axis=0, keepdims=True)
+        S = (unit[b] - unit[a] + unit[c]) @ unit.T
+        rows = np.arange(len(a))
+        for w in (a, b, c):
+            S[rows, w] = -np.inf
+        return np.argmax(S, axis=1)
+
+    verdict = check_solve_analogies(columns)
+    assert not verdict and "wrong value" in verdict.message
+
+
+def test_analogies_with_argmax_over_the_whole_matrix_are_refused():
+    def flat(a, b, c, E):
+        S = (E[b] - E[a] + E[c]) @ E.T
+        return np.argmax(S)
+
+    verdict = check_solve_analogies(flat)
+    assert not verdict and "expected shape (5,)" in verdict.message
+
+
+# --- what every checker does, shown on chapter 1's ---------------------------------------------------
+
+def test_checker_reports_exceptions_none_nan_and_shape():
+    assert "raised ValueError" in check_neighbours(lambda E, k: E @ E).message
+    assert "returned None" in check_neighbours(lambda E, k: None).message
+    assert "returned NaN" in check_neighbours(lambda E, k: np.full((len(E), k), np.nan)).message
+    assert "expected shape (13, 3)" in check_neighbours(lambda E, k: np.zeros((len(E), k + 1), int)).message
+    assert "returned str 'x'" in check_neighbours(lambda E, k: "x").message
+
+
+def test_checker_inputs_survive_a_function_that_changes_them_in_place():
+    def correct_then_clobbers(E, k):
+        result = loop_neighbours(E, k)
+        E[:] = 0.0  # were the checker's stored cases handed over, they would now hold zero vectors
+        return result
+
+    # The change is reported (its caller would lose its data), and the stored cases stay whole.
+    for _ in range(2):
+        verdict = check_neighbours(correct_then_clobbers)
+        assert not verdict and "changed its input `E` in place" in verdict.message
+    assert check_neighbours(loop_neighbours)

@@ -1,0 +1,75 @@
+"""Chapter 3's checkers: answers written another way pass, an answer that calls the package's lookup or
+attention is refused by name, and wrong answers a learner writes beyond the listed mistakes are refused."""
+
+import numpy as np
+
+import attnbook.numpy as anp
+from attnbook.exercises import check_distance_attention, check_loo_predictions
+
+
+def loop_distance_attention(Q, K, V):
+    """Each query against each key by its distance, in Python loops, with a stable softmax."""
+    out = []
+    for q in Q:
+        scores = np.array([-float((q - k) @ (q - k)) for k in K])
+        w = np.exp(scores - scores.max())
+        out.append((w / w.sum()) @ V)
+    return np.array(out)
+
+
+def loop_loo(keys, values, sharpness):
+    out = []
+    for i in range(len(keys)):
+        others = [j for j in range(len(keys)) if j != i]
+        scores = np.array([-sharpness * (keys[i] - keys[j]) ** 2 for j in others])
+        w = np.exp(scores - scores.max())
+        out.append(float(w @ values[others] / w.sum()))
+    return np.array(out)
+
+
+def test_answers_written_another_way_pass():
+    assert check_distance_attention(loop_distance_attention)
+    assert check_loo_predictions(loop_loo)
+
+
+# --- an answer that calls the package is refused by name -------------------------------------------
+
+def test_distance_attention_through_the_package_is_refused_by_name():
+    def augmented(Q, K, V):
+        # A clever route through the package: [2q, -1] . [k, |k|^2] = 2 q . k - |k|^2.
+        Qa = np.hstack([2 * Q, -np.ones((len(Q), 1))])
+        Ka = np.hstack([K, np.sum(K**2, axis=1, keepdims=True)])
+        return anp.scaled_dot_product_attention(Qa, Ka, V, scale=1.0)[0]
+
+    verdict = check_distance_attention(augmented)
+    assert not verdict and "attnbook.numpy.attention.scaled_dot_product_attention" in verdict.message
+
+
+def test_loo_through_soft_lookup_is_refused_by_name():
+    def delegating(keys, values, sharpness):
+        return np.array([anp.soft_lookup(keys[i:i + 1], np.delete(keys, i), np.delete(values, i), sharpness)[0][0]
+                         for i in range(len(keys))])
+
+    verdict = check_loo_predictions(delegating)
+    assert not verdict and "attnbook.numpy.lookup.soft_lookup" in verdict.message
+
+
+# --- wrong answers a learner writes, beyond the listed mistakes -------------------------------------
+
+def test_distance_attention_with_the_softmax_down_the_columns_is_refused():
+    def columns(Q, K, V):
+        return anp.softmax(2 * Q @ K.T - np.sum(K**2, axis=1), axis=0) @ V
+
+    verdict = check_distance_attention(columns)
+    assert not verdict and "wrong value" in verdict.message
+
+
+def test_loo_that_leaves_out_every_equal_key_is_refused():
+    # Ruling out by key value rather than by position also drops a second pair stored under the same key.
+    def by_key_value(keys, values, sharpness):
+        scores = -sharpness * (keys[:, None] - keys[None, :]) ** 2
+        scores[keys[:, None] == keys[None, :]] = -np.inf
+        return anp.softmax(scores, axis=1) @ values
+
+    verdict = check_loo_predictions(by_key_value)
+    assert not verdict and "keys=[1, 1, 2, 4]" in verdict.message
