@@ -28,6 +28,7 @@ from tools.site_check import CHROMIUM_FLAGS, chromium
 
 CHAPTER = "01_vectors.ipynb"
 SLIDERS = ("angle between u and v (degrees)", "length of v")
+MIN_TRACK = 150  # pixels of track a slider needs to be usable with a mouse
 START_SECONDS, RUN_SECONDS = 90, 180  # JupyterLab's start, and running the chapter (about 10 s here)
 
 
@@ -87,6 +88,11 @@ def check_widget(page, out: Path) -> list[str]:
               for i in range(len(SLIDERS))]
     if tuple(labels) != SLIDERS:
         problems.append(f"slider labels {labels}, expected {list(SLIDERS)}")
+    for i, name in enumerate(SLIDERS):  # a long label can squeeze the track out of its row
+        box = widget.locator(".widget-slider").nth(i).locator(".slider-container").bounding_box()
+        if box is None or box["width"] < MIN_TRACK:
+            problems.append(f"the '{name}' slider's track is {0 if box is None else box['width']:.0f} px wide, "
+                            f"under {MIN_TRACK} px: too narrow to drag")
     figure = widget.locator(".widget-output img")
     try:
         figure.first.wait_for(timeout=30_000)
