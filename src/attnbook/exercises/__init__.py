@@ -16,7 +16,7 @@ from attnbook.exercises.ch02 import check_logsumexp, check_softmax
 from attnbook.exercises.ch03 import check_attend, check_soft_lookup
 from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
-from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
+from attnbook.exercises.ch06 import check_correlated_scale, check_scores_gradient
 from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 from attnbook.exercises.ch08 import check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
@@ -49,6 +49,7 @@ __all__ = [
     "check_attention_columns",
     "check_bilinear_score",
     "check_conv1d_same",
+    "check_correlated_scale",
     "check_cosine_similarity",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
@@ -63,6 +64,7 @@ __all__ = [
     "check_most_frequent_pair",
     "check_offset_weights",
     "check_pairwise_cosine_similarity",
+    "check_scores_gradient",
     "check_self_attention",
     "check_shift_matrix",
     "check_shift_right",
@@ -71,11 +73,9 @@ __all__ = [
     "check_smoothed_targets",
     "check_top_k_filter",
     "check_torch_attention",
-    "check_unit_variance_scale",
     "check_warmup_cosine",
     "check_soft_lookup",
     "check_softmax",
-    "check_softmax_jacobian",
     "check_split_heads",
     "check_attention_backward",
     "check_layer_norm_backward",
