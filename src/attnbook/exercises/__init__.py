@@ -17,7 +17,7 @@ from attnbook.exercises.ch03 import check_attend, check_soft_lookup
 from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
 from attnbook.exercises.ch06 import check_correlated_scale, check_scores_gradient
-from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
+from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
 from attnbook.exercises.ch08 import check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
@@ -47,16 +47,16 @@ __all__ = [
     "check_bigram_loss",
     "check_previous_token_score",
     "check_attention_columns",
-    "check_bilinear_score",
+    "check_batched_additive_scores",
     "check_conv1d_same",
     "check_correlated_scale",
     "check_cosine_similarity",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
+    "check_dilated_mask",
     "check_encoder_block_parameters",
     "check_gpt_parameters",
     "check_layer_norm",
-    "check_local_mask",
     "check_logsumexp",
     "check_masked_attention",
     "check_masked_loss",
