@@ -18,7 +18,7 @@ from attnbook.exercises.ch04 import check_self_attention
 from attnbook.exercises.ch05 import check_attention_columns, check_single_query_attention
 from attnbook.exercises.ch06 import check_correlated_scale, check_scores_gradient
 from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
-from attnbook.exercises.ch08 import check_masked_attention
+from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
@@ -45,6 +45,7 @@ __all__ = [
     "check_attention_entropy",
     "check_attention_scores",
     "check_bigram_loss",
+    "check_cache_causal_mask",
     "check_previous_token_score",
     "check_attention_columns",
     "check_batched_additive_scores",
