@@ -19,7 +19,7 @@ from attnbook.exercises.ch05 import check_attention_columns, check_single_query_
 from attnbook.exercises.ch06 import check_correlated_scale, check_scores_gradient
 from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
 from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
-from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
+from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
 from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
@@ -57,6 +57,7 @@ __all__ = [
     "check_dilated_mask",
     "check_encoder_block_parameters",
     "check_gpt_parameters",
+    "check_heads_attention",
     "check_layer_norm",
     "check_logsumexp",
     "check_masked_attention",
@@ -77,7 +78,6 @@ __all__ = [
     "check_warmup_cosine",
     "check_soft_lookup",
     "check_softmax",
-    "check_split_heads",
     "check_attention_backward",
     "check_layer_norm_backward",
     "check_blockwise_attention",
