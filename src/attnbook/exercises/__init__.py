@@ -20,7 +20,7 @@ from attnbook.exercises.ch06 import check_correlated_scale, check_scores_gradien
 from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
 from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
 from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
-from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
+from attnbook.exercises.ch10 import check_dilated_causal_conv
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
 from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
 from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
@@ -49,11 +49,11 @@ __all__ = [
     "check_previous_token_score",
     "check_attention_columns",
     "check_batched_additive_scores",
-    "check_conv1d_same",
     "check_correlated_scale",
     "check_cosine_similarity",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
+    "check_dilated_causal_conv",
     "check_dilated_mask",
     "check_encoder_block_parameters",
     "check_gpt_parameters",
@@ -64,7 +64,6 @@ __all__ = [
     "check_masked_loss",
     "check_mha_parameters",
     "check_most_frequent_pair",
-    "check_offset_weights",
     "check_pairwise_cosine_similarity",
     "check_scores_gradient",
     "check_self_attention",
