@@ -2,6 +2,7 @@
 one version written once (pyproject.toml), and a NumPy part (Part I) that imports without PyTorch."""
 
 import importlib
+import re
 import shutil
 import subprocess
 import sys
@@ -82,8 +83,11 @@ def test_the_numpy_chapters_need_no_torch():
 import attnbook, attnbook.numpy, attnbook.plotting, attnbook.widgets
 from attnbook.data import grades_and_salaries, toy_word_embeddings
 from attnbook.exercises import {", ".join(part_one)}
-from attnbook.numpy import softmax
-print(check_softmax(softmax))
+import numpy as np
+def softmax_rows(S):  # a learner's answer: the checker watches for PyTorch's softmax, and PyTorch is absent
+    e = np.exp(S - S.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+print(check_softmax_rows(softmax_rows))
 try:
     import torch
 except ImportError:
@@ -96,7 +100,7 @@ except ImportError as e:
 """)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "torch blocked" in done.stdout and "chapter 13's checker needs torch" in done.stdout
-    assert "softmax: all 10 checks passed." in done.stdout, done.stdout
+    assert re.search(r"softmax_rows: all \d+ checks passed\.", done.stdout), done.stdout
 
 
 def test_the_command_says_what_it_needs_without_torch():

@@ -13,11 +13,11 @@ from attnbook.exercises.ch02 import check_log_softmax_rows, check_softmax_rows, 
 from attnbook.exercises.ch03 import check_distance_attention, check_loo_predictions
 from attnbook.exercises.ch04 import check_attend_to_others, check_takeover_factor
 from attnbook.exercises.ch05 import check_batched_attention_columns
-from attnbook.exercises.ch06 import check_softmax_jacobian, check_unit_variance_scale
-from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
-from attnbook.exercises.ch08 import check_masked_attention
-from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
-from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
+from attnbook.exercises.ch06 import check_correlated_scale, check_scores_gradient
+from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
+from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
+from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
+from attnbook.exercises.ch10 import check_dilated_causal_conv
 from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
 from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
@@ -56,53 +56,53 @@ __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 __all__ = [
     "Verdict",
     "check_apply_merge",
+    "check_apply_rotary",
     "check_attend_to_others",
+    "check_attention_backward",
     "check_attention_entropy",
     "check_attention_scores",
+    "check_batched_additive_scores",
     "check_batched_attention_columns",
     "check_bigram_loss",
-    "check_previous_token_score",
-    "check_bilinear_score",
-    "check_conv1d_same",
+    "check_blockwise_attention",
+    "check_cache_causal_mask",
+    "check_correlated_scale",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
+    "check_dilated_causal_conv",
+    "check_dilated_mask",
     "check_distance_attention",
     "check_encoder_block_parameters",
     "check_gpt_parameters",
+    "check_heads_attention",
+    "check_kv_cache_bytes",
     "check_layer_norm",
-    "check_local_mask",
-    "check_loo_predictions",
+    "check_layer_norm_backward",
     "check_log_softmax_rows",
+    "check_loo_predictions",
     "check_masked_attention",
     "check_masked_loss",
     "check_mha_parameters",
     "check_most_frequent_pair",
-    "check_offset_weights",
     "check_neighbours",
+    "check_newton_schulz",
+    "check_polar_factor",
+    "check_previous_token_score",
+    "check_rms_norm",
+    "check_running_normalizer",
+    "check_scores_gradient",
     "check_shift_matrix",
     "check_shift_right",
     "check_sinusoidal_encoding",
     "check_smoothed_targets",
-    "check_takeover_factor",
-    "check_top_k_filter",
-    "check_torch_attention",
-    "check_unit_variance_scale",
-    "check_warmup_cosine",
-    "check_solve_analogies",
-    "check_softmax_jacobian",
     "check_softmax_rows",
     "check_softmax_vjp",
-    "check_split_heads",
-    "check_attention_backward",
-    "check_layer_norm_backward",
-    "check_blockwise_attention",
-    "check_kv_cache_bytes",
-    "check_running_normalizer",
-    "check_tiled_backward",
-    "check_apply_rotary",
-    "check_window_mask",
-    "check_rms_norm",
+    "check_solve_analogies",
     "check_swiglu",
-    "check_newton_schulz",
-    "check_polar_factor",
+    "check_takeover_factor",
+    "check_tiled_backward",
+    "check_top_k_filter",
+    "check_torch_attention",
+    "check_warmup_cosine",
+    "check_window_mask",
 ]

@@ -30,6 +30,7 @@ answer that calls one is refused with a sentence naming it. Calls made inside th
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import linecache
 import math
@@ -87,7 +88,10 @@ class Checker:
     (integer and boolean answers must match exactly); ``mistakes`` are recognised wrong answers with
     hints; ``time_limit`` bounds each call, in seconds; ``forbidden`` lists the package's own
     implementations of what the exercise asks for (Python functions, or builtins such as a torch
-    function): an answer that calls any of them is refused.
+    function): an answer that calls any of them is refused. An entry may also be a dotted name
+    (``"torch.nn.functional.softmax"``), looked up when a check runs, so that a NumPy chapter's checker can
+    refuse PyTorch's function without importing PyTorch itself; a name whose module is not installed is
+    skipped (nobody can call it).
     """
 
     name: str
@@ -98,7 +102,7 @@ class Checker:
     atol: float = 1e-8
     rtol: float = 1e-6
     time_limit: float | None = None  # None: TIME_LIMIT
-    forbidden: Sequence[Callable[..., Any]] = field(default_factory=tuple)
+    forbidden: Sequence[Callable[..., Any] | str] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         self.__doc__ = self.doc  # an instance attribute: help(), inspect.getdoc() and `?` read it
@@ -113,13 +117,14 @@ class Checker:
     def __call__(self, fn: Any) -> Verdict:
         if not callable(fn):
             return Verdict(False, f"{self.name}: expected a function, got {type(fn).__name__}.")
-        own = next((f for f in self.forbidden if inspect.unwrap(fn) is f), None)
+        forbidden = _resolve(self.forbidden)
+        own = next((f for f in forbidden if inspect.unwrap(fn) is f), None)
         if own is not None:
             return Verdict(False, f"{self.name}: this is the package's own {_qualified(own)}, not an answer. "
                                   "Write the function yourself.")
         try:
             for case in self.cases:
-                problem = self._check_case(fn, case)
+                problem = self._check_case(fn, case, forbidden)
                 if problem is None:
                     continue
                 if problem == _NOT_ATTEMPTED:
@@ -135,11 +140,12 @@ class Checker:
                                   f"({type(exc).__name__}: {_short(str(exc))}).")
         return Verdict(True, f"{self.name}: all {len(self.cases)} checks passed.")
 
-    def _check_case(self, fn: Callable[..., Any], case: Case) -> str | None:
+    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = ()
+                    ) -> str | None:
         expected = self.reference(*copy.deepcopy(case.args))
         given = copy.deepcopy(case.args)
         limit = TIME_LIMIT if self.time_limit is None else self.time_limit
-        watch = _Watch(self.forbidden, self.reference)
+        watch = _Watch(forbidden, self.reference)
         try:
             # NumPy's own warnings (division by zero, ...) would repeat what the verdict says.
             with np.errstate(all="ignore"):
@@ -157,7 +163,9 @@ class Checker:
         except Exception as exc:  # the learner's bug, reported rather than raised
             return f"raised {_describe(exc)} (input: {case.label})."
         if watch.called is not None:
-            return (f"calls {_qualified(watch.called)}, the package's own answer to this exercise (input: "
+            named = _qualified(watch.called)
+            whose = "the package's own" if named.startswith("`attnbook") else "a library's ready-made"
+            return (f"calls {named}, {whose} answer to this exercise (input: "
                     f"{case.label}). Write it yourself from the operations the chapter builds it from.")
         changed = _changed_argument(case.args, given, fn)
         if changed is not None:
@@ -182,6 +190,29 @@ _NOT_ATTEMPTED = "not attempted"
 
 
 # --- running the learner's function --------------------------------------------------------------
+
+def _resolve(entries: Sequence[Callable[..., Any] | str]) -> list[Callable[..., Any]]:
+    """The forbidden functions, dotted names looked up (those of a module that is not installed left out)."""
+    found = []
+    for entry in entries:
+        if not isinstance(entry, str):
+            found.append(entry)
+            continue
+        parts = entry.split(".")
+        for cut in range(len(parts) - 1, 0, -1):  # the longest prefix that is a module, then attributes
+            try:
+                obj: Any = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            try:
+                for name in parts[cut:]:
+                    obj = getattr(obj, name)
+            except AttributeError:
+                break
+            found.append(obj)
+            break
+    return found
+
 
 def _qualified(f: Any) -> str:
     """``module.name`` of a function, as a learner would import it: ``attnbook.numpy.softmax.softmax``."""

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-import torch.nn.functional as F
 
-import attnbook.torch as tb
 from attnbook.data import toy_word_embeddings
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, softmax
@@ -68,8 +66,8 @@ check_attend_to_others = Checker(
         Mistake(_columns, "each query's weights, a row, must sum to 1: softmax along axis=1."),
         Mistake(_unshifted, "large scores overflow exp: subtract each row's largest remaining score first."),
     ),
-    forbidden=(scaled_dot_product_attention, masked_softmax, tb.scaled_dot_product_attention,
-               F.scaled_dot_product_attention),
+    forbidden=(scaled_dot_product_attention, masked_softmax, "attnbook.torch.scaled_dot_product_attention",
+               "torch.nn.functional.scaled_dot_product_attention"),
 )
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch.nn.functional as F
 
-import attnbook.torch as tb
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, single_query_attention, softmax
 
@@ -85,6 +83,6 @@ check_batched_attention_columns = Checker(
         Mistake(_scaled_by_d_x, "scale by sqrt(d_k), the length of a query, not by the input's d_x."),
         Mistake(_no_bias, "add the biases: every token, a column, gets the same bias column."),
     ),
-    forbidden=(scaled_dot_product_attention, single_query_attention, tb.scaled_dot_product_attention,
-               F.scaled_dot_product_attention),
+    forbidden=(scaled_dot_product_attention, single_query_attention, "attnbook.torch.scaled_dot_product_attention",
+               "torch.nn.functional.scaled_dot_product_attention"),
 )

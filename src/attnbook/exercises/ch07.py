@@ -5,64 +5,104 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.numpy import BilinearScore, LocalScore
+from attnbook.numpy import AdditiveScore, LocalScore
 
 
-def _bilinear_cases() -> list[Case]:
-    rng = np.random.default_rng(701)
-    cases = [Case("Q=[[1, 0]], K=[[0, 1], [1, 1]], W=[[0, 1], [0, 0]]",
-                  (np.array([[1.0, 0.0]]), np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([[0.0, 1.0], [0.0, 0.0]])))]
-    for T_q, T_k, d_q, d_k in ((3, 4, 2, 2), (2, 5, 3, 6), (4, 1, 5, 2)):
-        Q, K, W = rng.normal(size=(T_q, d_q)), rng.normal(size=(T_k, d_k)), rng.normal(size=(d_q, d_k))
-        cases.append(Case(f"Q ({T_q}, {d_q}), K ({T_k}, {d_k}), W ({d_q}, {d_k})", (Q, K, W)))
-    return cases
+def _dilated(T: int, window: int, dilation: int) -> np.ndarray:
+    # Keys at offsets 0, +-dilation, ..., +-window * dilation: the local window's mask, thinned out.
+    within = np.isfinite(LocalScore(window * dilation)(np.ones((T, 1)), np.ones((T, 1))))
+    i, j = np.indices((T, T))
+    return within & ((i - j) % dilation == 0)
 
 
-def _bilinear(Q, K, W) -> np.ndarray:
-    return BilinearScore(W)(Q, K)
+def _reach_ignores_dilation(T: int, window: int, dilation: int) -> np.ndarray:
+    i, j = np.indices((T, T))
+    return (np.abs(i - j) <= window) & ((i - j) % dilation == 0)
 
 
-def _w_transposed(Q, K, W) -> np.ndarray:
-    return Q @ W.T @ K.T
+def _no_gaps(T: int, window: int, dilation: int) -> np.ndarray:
+    i, j = np.indices((T, T))
+    return np.abs(i - j) <= window * dilation
 
 
-def _result_transposed(Q, K, W) -> np.ndarray:
-    return (Q @ W @ K.T).T
+def _one_sided(T: int, window: int, dilation: int) -> np.ndarray:
+    i, j = np.indices((T, T))
+    return (i - j >= 0) & (i - j <= window * dilation) & ((i - j) % dilation == 0)
 
 
-check_bilinear_score = Checker(
-    name="bilinear_score",
-    doc="Check ``fn(Q, K, W) -> (T_q, T_k)``: the multiplicative score ``Q W K^T``.",
-    reference=_bilinear,
-    cases=_bilinear_cases(),
+def _positions_multiple(T: int, window: int, dilation: int) -> np.ndarray:
+    # Keys whose own position is a multiple of the dilation, wherever the query stands.
+    i, j = np.indices((T, T))
+    return (np.abs(i - j) <= window * dilation) & (j % dilation == 0)
+
+
+check_dilated_mask = Checker(
+    name="dilated_mask",
+    doc="Check ``fn(T, window, dilation) -> (T, T)`` booleans: True where ``i - j`` is a multiple of "
+        "``dilation`` and ``|i - j| <= window * dilation``.",
+    reference=_dilated,
+    cases=[Case(f"T={T}, window={w}, dilation={r}", (T, w, r))
+           for T, w, r in ((5, 1, 1), (7, 1, 2), (9, 2, 3), (6, 0, 2), (12, 3, 2), (4, 5, 3))],
     mistakes=(
-        Mistake(_w_transposed, "the score is q W k^T: W multiplies the query from the right, untransposed."),
-        Mistake(_result_transposed, "rows are queries and columns are keys: the result has shape (T_q, T_k)."),
+        Mistake(_reach_ignores_dilation, "the window counts steps of `dilation` positions: the farthest key "
+                                         "allowed stands window * dilation positions away."),
+        Mistake(_no_gaps, "a dilated window skips keys: only offsets that are multiples of the dilation are "
+                          "allowed."),
+        Mistake(_one_sided, "the window looks both ways, at keys before and after the query."),
+        Mistake(_positions_multiple, "what must be a multiple of the dilation is the offset i - j between query "
+                                     "and key, not the key's own position."),
     ),
+    forbidden=(LocalScore.__call__,),
 )
 
 
-def _local(T: int, window: int) -> np.ndarray:
-    return np.isfinite(LocalScore(window)(np.ones((T, 1)), np.ones((T, 1))))
+def _batched_additive(Q, K, W_q, W_k, b, v) -> np.ndarray:
+    scorer = AdditiveScore(W_q, W_k, b, v)
+    return np.stack([scorer(q, k) for q, k in zip(Q, K, strict=True)])
 
 
-def _strict(T: int, window: int) -> np.ndarray:
-    i, j = np.indices((T, T))
-    return np.abs(i - j) < window
+def _additive_cases() -> list[Case]:
+    rng = np.random.default_rng(702)
+    cases = [Case("B=1, Q=[[[1, 0]]], K=[[[0, 1], [1, 1]]], W_q=W_k=I, b=0, v=[1, 1]",
+                  (np.array([[[1.0, 0.0]]]), np.array([[[0.0, 1.0], [1.0, 1.0]]]), np.eye(2), np.eye(2),
+                   np.zeros(2), np.ones(2)))]
+    for B, T_q, T_k, d_q, d_k, d_h in ((2, 3, 3, 2, 2, 4), (3, 2, 5, 3, 6, 2), (2, 4, 1, 5, 2, 3)):
+        cases.append(Case(f"B={B}, Q ({B}, {T_q}, {d_q}), K ({B}, {T_k}, {d_k}), d_h={d_h}",
+                          (rng.normal(size=(B, T_q, d_q)), rng.normal(size=(B, T_k, d_k)),
+                           rng.normal(size=(d_q, d_h)), rng.normal(size=(d_k, d_h)), rng.normal(size=d_h),
+                           rng.normal(size=d_h))))
+    return cases
 
 
-def _one_sided(T: int, window: int) -> np.ndarray:
-    i, j = np.indices((T, T))
-    return (j <= i) & (i - j <= window)
+def _no_tanh(Q, K, W_q, W_k, b, v) -> np.ndarray:
+    return ((Q @ W_q)[:, :, None, :] + (K @ W_k)[:, None, :, :] + b) @ v
 
 
-check_local_mask = Checker(
-    name="local_mask",
-    doc="Check ``fn(T, window) -> (T, T)`` booleans: True where ``|i - j| <= window``.",
-    reference=_local,
-    cases=[Case(f"T={T}, window={w}", (T, w)) for T, w in ((4, 1), (6, 2), (3, 0), (5, 10))],
+def _no_v(Q, K, W_q, W_k, b, v) -> np.ndarray:
+    return np.tanh((Q @ W_q)[:, :, None, :] + (K @ W_k)[:, None, :, :] + b).sum(axis=-1)
+
+
+def _keys_in_rows(Q, K, W_q, W_k, b, v) -> np.ndarray:
+    return np.tanh((Q @ W_q)[:, None, :, :] + (K @ W_k)[:, :, None, :] + b) @ v
+
+
+def _bias_outside(Q, K, W_q, W_k, b, v) -> np.ndarray:
+    return np.tanh((Q @ W_q)[:, :, None, :] + (K @ W_k)[:, None, :, :]) @ v + b @ v
+
+
+check_batched_additive_scores = Checker(
+    name="batched_additive_scores",
+    doc="Check ``fn(Q, K, W_q, W_k, b, v) -> (B, T_q, T_k)``: the additive score ``v . tanh(q W_q + k W_k + b)`` "
+        "of every query and key of each sequence of a batch; ``Q`` ``(B, T_q, d_q)``, ``K`` ``(B, T_k, d_k)``.",
+    reference=_batched_additive,
+    cases=_additive_cases(),
     mistakes=(
-        Mistake(_strict, "keys at distance exactly `window` are inside the window: use <=, not <."),
-        Mistake(_one_sided, "a local window looks both ways, at keys before and after the query."),
+        Mistake(_no_tanh, "without the tanh the score is a query part plus a key part, and the softmax over the "
+                          "keys ignores the query part: keep the nonlinearity."),
+        Mistake(_no_v, "v weights each hidden unit before they are summed: a dot product with v, not a plain sum."),
+        Mistake(_keys_in_rows, "query i's scores fill row i: the query axis comes before the key axis."),
+        Mistake(_bias_outside, "b is added inside the tanh, to each pair's hidden vector."),
     ),
+    atol=1e-10,
+    forbidden=(AdditiveScore.__call__,),
 )

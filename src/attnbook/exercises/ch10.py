@@ -8,59 +8,69 @@ from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import conv1d_as_attention, offset_attention_weights
 
 
-def _signal_cases() -> list[Case]:
+def _dilated_causal(x, kernel, dilation) -> np.ndarray:
+    # torch's conv1d (a cross-correlation) on the signal padded on the left only, so no output sees the future.
+    k = kernel.shape[-1]
+    import torch  # only here: the NumPy chapters' checkers import without PyTorch
+    import torch.nn.functional as F
+
+    padded = F.pad(torch.tensor(np.asarray(x, dtype=np.float64).T[None]), ((k - 1) * dilation, 0))
+    return F.conv1d(padded, torch.tensor(np.asarray(kernel, dtype=np.float64)), dilation=dilation)[0].numpy().T
+
+
+def _dilated_cases() -> list[Case]:
     rng = np.random.default_rng(1001)
-    cases = [Case("x=[1, 2, 3, 4], w=[1, 0, -1]", (np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 0.0, -1.0])))]
-    for T, k in ((8, 3), (10, 5), (3, 3), (6, 1)):
-        cases.append(Case(f"random x of length {T}, kernel of length {k}", (rng.normal(size=T), rng.normal(size=k))))
+    cases = [Case("x = [1, 2, 3, 4, 5] (one channel), kernel [[[1, 10]]], dilation 2",
+                  (np.arange(1.0, 6.0)[:, None], np.array([[[1.0, 10.0]]]), 2))]
+    for T, C_in, C_out, k, r in ((8, 1, 1, 3, 1), (10, 2, 3, 3, 2), (12, 3, 2, 2, 3), (6, 2, 2, 4, 1), (5, 1, 2, 3, 3)):
+        cases.append(Case(f"x ({T}, {C_in}), kernel ({C_out}, {C_in}, {k}), dilation {r}",
+                          (rng.normal(size=(T, C_in)), rng.normal(size=(C_out, C_in, k)), r)))
     return cases
 
 
-def _conv_same(x, w) -> np.ndarray:
-    return conv1d_as_attention(x[:, None], w[None, None, :])[:, 0]
+def _heads(x, kernel, dilation, offsets) -> np.ndarray:
+    T = x.shape[0]
+    out = np.zeros((T, kernel.shape[0]))
+    for j, o in enumerate(offsets):
+        out += np.eye(T, k=o) @ x @ kernel[:, :, j].T
+    return out
 
 
-def _flipped(x, w) -> np.ndarray:
-    return np.convolve(x, w, mode="same")
+def _centred(x, kernel, dilation) -> np.ndarray:
+    k = kernel.shape[-1]
+    return _heads(x, kernel, dilation, [(j - k // 2) * dilation for j in range(k)])
 
 
-def _valid(x, w) -> np.ndarray:
-    return np.correlate(x, w, mode="valid")
+def _kernel_reversed(x, kernel, dilation) -> np.ndarray:
+    k = kernel.shape[-1]
+    return _heads(x, kernel, dilation, [-j * dilation for j in range(k)])
 
 
-check_conv1d_same = Checker(
-    name="conv1d_same",
-    doc="Check ``fn(x, w) -> (T,)``: cross-correlation of ``x (T,)`` with an odd kernel ``w (k,)``, zero padded.",
-    reference=_conv_same,
-    cases=_signal_cases(),
+def _no_dilation(x, kernel, dilation) -> np.ndarray:
+    k = kernel.shape[-1]
+    return _heads(x, kernel, dilation, [-(k - 1 - j) for j in range(k)])
+
+
+def _looks_ahead(x, kernel, dilation) -> np.ndarray:
+    k = kernel.shape[-1]
+    return _heads(x, kernel, dilation, [j * dilation for j in range(k)])
+
+
+check_dilated_causal_conv = Checker(
+    name="dilated_causal_conv",
+    doc="Check ``fn(x, kernel, dilation) -> (T, C_out)``: the causal dilated convolution (cross-correlation, "
+        "as torch's conv1d) of ``x (T, C_in)`` with ``kernel (C_out, C_in, k)``, zeros before the signal: "
+        "``y_i = sum_j kernel[:, :, j] x_{i - (k - 1 - j) dilation}``.",
+    reference=_dilated_causal,
+    cases=_dilated_cases(),
     mistakes=(
-        Mistake(_flipped, "np.convolve flips the kernel; deep-learning 'convolution' is a cross-correlation: "
-                "y[i] = sum_j w[j] x[i + j - k//2]."),
-        Mistake(_valid, "pad with k // 2 zeros on each side so the output keeps the input's length."),
+        Mistake(_centred, "a causal convolution reads only the present and the past: its window ends at the "
+                          "query's own position instead of being centred on it."),
+        Mistake(_kernel_reversed, "the last tap of the kernel reads the present token and the first the oldest "
+                                  "one, as in torch's conv1d, which does not flip the kernel."),
+        Mistake(_no_dilation, "with dilation r neighbouring taps read tokens r positions apart."),
+        Mistake(_looks_ahead, "the taps read the past, keys before the query: offsets are negative."),
     ),
-)
-
-
-def _offset(T: int, offset: int) -> np.ndarray:
-    return offset_attention_weights(T, [offset])[0]
-
-
-def _transposed(T: int, offset: int) -> np.ndarray:
-    return _offset(T, offset).T
-
-
-def _wrapped(T: int, offset: int) -> np.ndarray:
-    return np.roll(np.eye(T), offset, axis=1)
-
-
-check_offset_weights = Checker(
-    name="offset_weights",
-    doc="Check ``fn(T, offset) -> (T, T)``: one-hot attention of query ``i`` to key ``i + offset``.",
-    reference=_offset,
-    cases=[Case(f"T={T}, offset={o}", (T, o)) for T, o in ((4, 1), (5, -1), (3, 0), (6, 2), (3, 5))],
-    mistakes=(
-        Mistake(_transposed, "row i is query i: it puts its weight in column i + offset, not row i + offset."),
-        Mistake(_wrapped, "no wrap-around: a query whose key i + offset falls outside the sequence gets a row "
-                "of zeros."),
-    ),
+    atol=1e-10,
+    forbidden=(conv1d_as_attention, offset_attention_weights, "torch.nn.functional.conv1d", np.convolve, np.correlate),
 )
