@@ -64,13 +64,15 @@ def online_softmax(x: ArrayLike, block_size: int = 1) -> np.ndarray:
     """Softmax over the last axis from the one-pass normaliser: ``exp(x - m) / ell``.
 
     Shapes: ``x`` ``(..., n)``; the result has its shape. Equal to ``attnbook.numpy.softmax(x)`` for any
-    ``block_size``; a row of all ``-inf`` gives zeros. Chapter 20.
+    ``block_size``; a row of all ``-inf`` gives zeros, a row holding NaN or ``+inf`` gives NaN, as softmax
+    does. Chapter 20.
     """
     x = as_float("x", x)
     m, ell = online_normalizer(x, block_size)
     shift = np.where(np.isneginf(m), 0.0, m)[..., None]
     e = np.exp(x - shift)
-    return np.divide(e, ell[..., None], out=np.zeros_like(e), where=ell[..., None] > 0)
+    # ell is 0 only for a row of all -inf (zeros out); a NaN ell stays NaN rather than turning into zeros.
+    return np.divide(e, ell[..., None], out=np.zeros_like(e), where=ell[..., None] != 0)
 
 
 def tile_schedule(T_q: int, T_k: int, block_q: int, block_k: int, causal: bool = False) -> np.ndarray:
@@ -105,8 +107,9 @@ def tiled_attention(
     boolean, broadcastable to ``(..., T_q, T_k)``, True where allowed; ``causal=True`` adds the causal mask
     and skips the tiles it masks entirely (``tile_schedule``). Returns the output ``(..., T_q, d_v)``, equal
     to ``scaled_dot_product_attention``'s to rounding; a query with no allowed key gets a zero output.
-    Extra memory: one tile of scores and, per query block, its running max, sum and output. Chapter 20;
-    Dao et al. (2022), algorithm 1.
+    Extra memory: one tile of scores and, per query block, its running max, sum and output. NaN in a query's
+    scores (from ``Q``, ``K`` or a NaN ``scale``) gives NaN in its output, as in plain attention. Refuses
+    block sizes that are not positive integers. Chapter 20; Dao et al. (2022), algorithm 1.
     """
     Q, K, V = as_float("Q", Q), as_float("K", K), as_float("V", V)
     check_qkv_shapes(Q.shape, K.shape, V.shape)
@@ -141,7 +144,8 @@ def tiled_attention(
             acc = alpha[..., None] * acc + P @ V[..., k0:k1, :]
             m = m_new
             del S, P  # free this tile before the next is made: the workspace stays one tile, whatever T is
-        out[..., q0:q1, :] = np.divide(acc, ell[..., None], out=np.zeros_like(acc), where=ell[..., None] > 0)
+        # ell is 0 only where every key is masked (a zero output); NaN stays NaN.
+        out[..., q0:q1, :] = np.divide(acc, ell[..., None], out=np.zeros_like(acc), where=ell[..., None] != 0)
     return out
 
 

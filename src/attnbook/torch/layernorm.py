@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnbook._validate import check_norm
+
 
 def layer_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Normalise each vector (last axis) to mean 0 and variance 1, then scale by ``gamma`` and shift by ``beta``.
@@ -28,6 +30,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
+        check_norm(d, eps)  # refuses d < 1 and a negative eps
         self.eps = eps
         self.gamma = nn.Parameter(torch.ones(d))
         self.beta = nn.Parameter(torch.zeros(d)) if bias else None
