@@ -224,7 +224,8 @@ class BPETokenizer:
 
     def decode(self, ids) -> str:
         """A sequence of ids (list or 1-D tensor) back to a string. Bytes that are not valid UTF-8 (a
-        model's sample may cut a character in two) show as U+FFFD."""
+        model's sample may cut a character in two) show as U+FFFD. Refuses ids that are not integers in
+        ``[0, vocab_size)`` (``True`` and ``104.0`` included)."""
         data = self.decode_bytes(ids)
         try:
             return data.decode("utf-8", "surrogatepass")  # exact inverse of encode, lone surrogates included

@@ -66,7 +66,8 @@ def apply_rotary(x: np.ndarray, positions=None, base: float = 10000.0) -> np.nda
     """Rotate each pair ``(x_i, x_{i + d/2})`` of row ``t`` by the angle ``positions[t] * theta_i``.
 
     ``x cos + rotate_half(x) sin``, the rotate-half form. Shapes: ``x`` ``(..., T, d)``, ``d`` even;
-    ``positions`` ``(T,)`` (default ``0 .. T-1``); returns ``(..., T, d)``. Chapter 21.
+    ``positions`` ``(T,)`` (default ``0 .. T-1``); returns ``(..., T, d)``. Chapter 21. Refuses a boolean
+    ``x``, as the PyTorch twin does.
     """
     x = as_float("x", x).astype(float, copy=False)  # booleans and strings are refused
     positions = _positions(x, positions)

@@ -35,6 +35,7 @@ class RMSNorm(nn.Module):
 
     ``LayerNorm``'s interface, so a block can hold either (``GPTShape(norm="rms")``). Like ``LayerNorm``, the
     module calls PyTorch's fused kernel, which computes the same function as ``rms_norm`` (the tests check it).
+    Refuses a width ``d`` below 1 and a negative or NaN ``eps``, as ``LayerNorm`` does.
     """
 
     def __init__(self, d: int, eps: float = 1e-5) -> None:

@@ -104,7 +104,9 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Te
 @dataclass
 class MLMRunConfig:
     """A masked-language-model run. The model's size and the optimisation are those of chapter 17's
-    ``GPTRunConfig``, so ``gpt_config()`` gives the causal model to compare with, trained the same way."""
+    ``GPTRunConfig``, so ``gpt_config()`` gives the causal model to compare with, trained the same way.
+    Its fields are checked as ``GPTRunConfig``'s are, with the same helpers and messages: a ``lr`` that is not
+    positive, a ``min_lr`` outside ``[0, lr]`` or a ``beta1`` outside ``[0, 1)`` raises ``ValueError``."""
 
     n_layers: int = 4
     n_heads: int = 4
