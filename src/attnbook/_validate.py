@@ -6,13 +6,38 @@ learner meets names what was expected and what arrived.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from numbers import Integral
+import math
+from collections.abc import Callable, Sequence
+from numbers import Integral, Real
 
 
 def shape_str(shape: Sequence[int]) -> str:
     """Format a shape as ``(2, 3)``, the way NumPy and PyTorch print it."""
     return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def require_int(name: str, value: object, minimum: int | None = None) -> None:
+    """Raise ``ValueError`` unless ``value`` is an integer (a Python or NumPy one; not ``bool``, not ``3.0``), at
+    least ``minimum`` when given. A size or a position that arrives as a float is refused rather than rounded."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or (minimum is not None and value < minimum):
+        expected = "an integer" if minimum is None else f"an integer, at least {minimum}"
+        raise ValueError(f"{name} must be {expected}; got {value!r}")
+
+
+def require_real(name: str, value: object, expected: str = "a finite number",
+                 ok: Callable[[float], bool] | None = None) -> None:
+    """Raise ``ValueError`` unless ``value`` is a finite real number (not ``bool``, NaN or infinity) for which
+    ``ok`` holds; ``expected`` says what is accepted, for example ``"a finite number greater than 1"``."""
+    if (isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value)
+            or (ok is not None and not ok(value))):
+        raise ValueError(f"{name} must be {expected}; got {value!r}")
+
+
+def check_norm(d: int, eps: float) -> None:
+    """Raise ``ValueError`` unless a normalisation layer gets a width ``d >= 1`` and an ``eps`` that is a finite
+    number, 0 or more (a negative one can make the root of a negative number: NaN)."""
+    require_int("d", d, 1)
+    require_real("eps", eps, "a finite number, 0 or more", lambda e: e >= 0)
 
 
 def require_ndim(name: str, shape: Sequence[int], ndim: int, what: str) -> None:

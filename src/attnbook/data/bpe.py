@@ -15,8 +15,11 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
+from numbers import Integral
 
 import torch
+
+from attnbook._validate import require_int
 
 # GPT-2's split (Radford et al. 2019), written for the standard library's ``re``, which has no \p{L}:
 # ``[^\W\d_]`` is a word character that is neither a decimal digit nor "_", i.e. a letter of any script
@@ -42,7 +45,8 @@ def pair_counts(ids: Sequence[int], counts: dict[Pair, int] | None = None, weigh
 
 def merge_pair(ids: Sequence[int], pair: Pair, new_id: int) -> list[int]:
     """``ids`` with every occurrence of ``pair`` replaced by ``new_id``, left to right, without overlaps
-    ("aaa" with ("a", "a") becomes "aa", "a")."""
+    ("aaa" with ("a", "a") becomes "aa", "a"). Refuses a ``new_id`` that is not an integer, 0 or more."""
+    require_int("new_id", new_id, 0)
     out, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
@@ -60,6 +64,15 @@ def chunk_counts(text: str, pattern: str = SPLIT_PATTERN) -> Counter[bytes]:
     return Counter(c.encode("utf-8", "surrogatepass") for c in re.findall(pattern, text))
 
 
+def _check_budget(vocab_size: int | None, n_merges: int | None) -> None:
+    """Where BPE training stops: ``vocab_size`` tokens (at least the 256 bytes) or ``n_merges`` merges."""
+    if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int)
+                                   or vocab_size < 256):
+        raise ValueError(f"vocab_size must be an int of at least 256 (the 256 bytes); got {vocab_size!r}")
+    if n_merges is not None and (isinstance(n_merges, bool) or not isinstance(n_merges, int) or n_merges < 0):
+        raise ValueError(f"n_merges must be an int of at least 0; got {n_merges!r}")
+
+
 def learn_merges(chunks: dict[bytes, int], n_merges: int | None = None,
                  vocab_size: int | None = None) -> list[Pair]:
     """The merges BPE learns from chunk frequencies, in order.
@@ -72,7 +85,9 @@ def learn_merges(chunks: dict[bytes, int], n_merges: int | None = None,
 
     Counts are updated incrementally: only chunks that contain the merged pair are recounted, and a heap
     holds candidate pairs, an entry being discarded or refreshed when its count is out of date.
+    Refuses an ``n_merges`` below 0 and a ``vocab_size`` below 256 (the bytes), or either one not an integer.
     """
+    _check_budget(vocab_size, n_merges)
     words = [list(w) for w in chunks]
     freq = list(chunks.values())
     counts: dict[Pair, int] = {}
@@ -164,10 +179,7 @@ class BPETokenizer:
         _check_text(text)
         if (vocab_size is None) == (n_merges is None):
             raise ValueError("give exactly one of vocab_size and n_merges")
-        if vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size < 256):
-            raise ValueError(f"vocab_size must be an int of at least 256 (the 256 bytes); got {vocab_size!r}")
-        if n_merges is not None and (not isinstance(n_merges, int) or n_merges < 0):
-            raise ValueError(f"n_merges must be an int of at least 0; got {n_merges!r}")
+        _check_budget(vocab_size, n_merges)
         return cls(learn_merges(chunk_counts(text, pattern), n_merges, vocab_size), pattern)
 
     train = from_text
@@ -200,7 +212,8 @@ class BPETokenizer:
 
     def _ids(self, ids) -> list[int]:
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < self.vocab_size)]
+        # numpy integers are welcome; bools and floats (even 104.0) are not ids
+        bad = [i for i in ids if isinstance(i, bool) or not (isinstance(i, Integral) and 0 <= i < self.vocab_size)]
         if bad:
             raise ValueError(f"ids must be ints in [0, {self.vocab_size - 1}]; got {bad[:5]}")
         return ids
@@ -211,7 +224,8 @@ class BPETokenizer:
 
     def decode(self, ids) -> str:
         """A sequence of ids (list or 1-D tensor) back to a string. Bytes that are not valid UTF-8 (a
-        model's sample may cut a character in two) show as U+FFFD."""
+        model's sample may cut a character in two) show as U+FFFD. Refuses ids that are not integers in
+        ``[0, vocab_size)`` (``True`` and ``104.0`` included)."""
         data = self.decode_bytes(ids)
         try:
             return data.decode("utf-8", "surrogatepass")  # exact inverse of encode, lone surrogates included

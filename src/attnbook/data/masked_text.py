@@ -7,6 +7,8 @@ and read as ``mask_symbol`` (``"_"`` by default), which must not be one of the c
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import torch
 
 from attnbook.data.text import CharTokenizer
@@ -47,11 +49,12 @@ class MaskedCharTokenizer(CharTokenizer):
         return ids
 
     def decode(self, ids) -> str:
-        """A sequence of ids back to a string, ``mask_id`` written as ``mask_symbol``."""
+        """A sequence of ids back to a string, ``mask_id`` written as ``mask_symbol``. Refuses ids that are not
+        integers in ``[0, vocab_size)`` (a float such as ``1.0`` included)."""
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        bad = [i for i in ids if isinstance(i, bool) or not (isinstance(i, Integral) and 0 <= i < self.vocab_size)]
         if bad:
-            raise ValueError(f"ids must lie in [0, {self.vocab_size - 1}]; got {bad[:5]}")
+            raise ValueError(f"ids must lie in [0, {self.vocab_size - 1}], integers; got {bad[:5]}")
         return "".join(self.mask_symbol if i == self.mask_id else self.chars[i] for i in ids)
 
     def __repr__(self) -> str:

@@ -79,7 +79,8 @@ def single_query_attention(
 
     Shapes: ``e`` ``(d_x,)``; ``Z`` ``(T, d_z)``; ``W_q`` ``(d_x, d_attn)``, ``b_q`` ``(d_attn,)``;
     ``W_k`` ``(d_z, d_attn)``, ``b_k`` ``(d_attn,)``; ``W_v`` ``(d_z, d_out)``, ``b_v`` ``(d_out,)``.
-    Returns ``(output, alpha)`` of shapes ``(d_out,)`` and ``(T,)``. Chapter 5.
+    Returns ``(output, alpha)`` of shapes ``(d_out,)`` and ``(T,)``. Chapter 5. Refuses ``d_attn = 0``
+    (queries and keys of no dimension have no scores to compare) and mismatched shapes.
     """
     e, Z = as_float("e", e), as_float("Z", Z)
     W_q, b_q, W_k, b_k = (as_float(n, a) for n, a in (("W_q", W_q), ("b_q", b_q), ("W_k", W_k), ("b_k", b_k)))
@@ -96,6 +97,9 @@ def single_query_attention(
             raise ValueError(f"{name} must have d_z = {Z.shape[1]} rows to map Z {shape_str(Z.shape)}; "
                              f"got {name} {shape_str(W.shape)}")
     require_same_last_dim(("W_q", "W_k"), W_q.shape, W_k.shape)
+    if W_q.shape[1] == 0:
+        raise ValueError(f"d_attn (the columns of W_q and W_k) must be at least 1; got W_q {shape_str(W_q.shape)} "
+                         f"and W_k {shape_str(W_k.shape)}")
     for name, b, W in (("b_q", b_q, W_q), ("b_k", b_k, W_k), ("b_v", b_v, W_v)):
         if b.shape != (W.shape[1],):
             raise ValueError(f"{name} must have shape ({W.shape[1]},) to match {shape_str(W.shape)}; "

@@ -65,13 +65,15 @@ def online_softmax(x: ArrayLike, block_size: int = 1) -> np.ndarray:
     """Softmax over the last axis from the one-pass normaliser: ``exp(x - m) / ell``.
 
     Shapes: ``x`` ``(..., n)``; the result has its shape. Equal to ``attnbook.numpy.softmax(x)`` for any
-    ``block_size``; a row of all ``-inf`` gives zeros. Chapter 20.
+    ``block_size``; a row of all ``-inf`` gives zeros, a row holding NaN or ``+inf`` gives NaN, as softmax
+    does. Chapter 20.
     """
     x = as_float("x", x)
     m, ell = online_normalizer(x, block_size)
     shift = np.where(np.isneginf(m), 0.0, m)[..., None]
     e = np.exp(x - shift)
-    return np.divide(e, ell[..., None], out=np.zeros_like(e), where=ell[..., None] > 0)
+    # ell is 0 only for a row of all -inf (zeros out); a NaN ell stays NaN rather than turning into zeros.
+    return np.divide(e, ell[..., None], out=np.zeros_like(e), where=ell[..., None] != 0)
 
 
 def tile_schedule(T_q: int, T_k: int, block_q: int, block_k: int, causal: bool = False) -> np.ndarray:
@@ -107,7 +109,9 @@ def tiled_attention(
     boolean, broadcastable to ``(..., T_q, T_k)``, True where allowed; ``causal=True`` adds the causal mask
     and skips the tiles it masks entirely (``tile_schedule``). Returns the output ``(..., T_q, d_v)``, equal
     to ``scaled_dot_product_attention``'s to rounding; a query with no allowed key gets a zero output.
-    Extra memory: one tile of scores and, per query block, its running max, sum and output. With
+    Extra memory: one tile of scores and, per query block, its running max, sum and output. NaN in a
+    query's scores (from ``Q``, ``K`` or a NaN ``scale``) gives NaN in its output, as in plain attention.
+    Refuses block sizes that are not positive integers. With
     ``return_lse=True`` it returns ``(output, lse)``, ``lse`` ``(..., T_q)`` the log-sum-exp
     ``m + log(ell)`` of each query's scaled scores (``-inf`` for a query with no allowed key): all that
     ``flash_attention_backward`` needs to recompute the weights. Chapter 20; Dao et al. (2022),
@@ -147,7 +151,8 @@ def tiled_attention(
             acc = alpha[..., None] * acc + P @ V[..., k0:k1, :]
             m = m_new
             del S, P  # free this tile before the next is made: the workspace stays one tile, whatever T is
-        out[..., q0:q1, :] = np.divide(acc, ell[..., None], out=np.zeros_like(acc), where=ell[..., None] > 0)
+        # ell is 0 only where every key is masked (a zero output); NaN stays NaN.
+        out[..., q0:q1, :] = np.divide(acc, ell[..., None], out=np.zeros_like(acc), where=ell[..., None] != 0)
         if return_lse:
             with np.errstate(divide="ignore"):  # ell = 0 (no allowed key): log gives -inf, as it should
                 lse[..., q0:q1] = m + np.log(ell)

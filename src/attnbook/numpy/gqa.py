@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnbook._validate import check_heads, check_mask_fits, shape_str
+from attnbook._validate import check_heads, check_mask_fits, require_int, shape_str
 from attnbook.numpy._arrays import as_float, as_mask
 from attnbook.numpy.attention import scaled_dot_product_attention
 from attnbook.numpy.multihead import MultiHeadParams, affine, merge_heads, split_heads
@@ -19,8 +19,10 @@ from attnbook.numpy.multihead import MultiHeadParams, affine, merge_heads, split
 
 def repeat_kv(X: ArrayLike, n_rep: int) -> np.ndarray:
     """``(..., h_kv, T, d_head)`` to ``(..., h_kv * n_rep, T, d_head)``, each head repeated ``n_rep`` times
-    in a row, so that query head ``i`` meets key-value head ``i // n_rep``."""
+    in a row, so that query head ``i`` meets key-value head ``i // n_rep``. Refuses an ``n_rep`` that is not
+    a positive integer (0 would leave no heads)."""
     X = as_float("X", X)
+    require_int("n_rep", n_rep, 1)
     if X.ndim < 3:
         raise ValueError(f"X must have shape (..., h_kv, T, d_head); got shape {shape_str(X.shape)}")
     return np.repeat(X, n_rep, axis=-3)

@@ -9,16 +9,19 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnbook._validate import shape_str
+from attnbook._validate import require_int, shape_str
 
 
 def causal_mask(T_q: int, T_k: int | None = None) -> np.ndarray:
     """Query ``i`` may attend to keys ``j <= i``: the past and itself, never the future.
 
     Shapes: returns ``(T_q, T_k)`` (``T_k`` defaults to ``T_q``). When ``T_k > T_q`` the queries are
-    taken to be the last ``T_q`` positions, so query ``i`` sees keys ``j <= i + T_k - T_q``.
+    taken to be the last ``T_q`` positions, so query ``i`` sees keys ``j <= i + T_k - T_q``. Refuses sizes
+    that are not integers, at least 1.
     """
     T_k = T_q if T_k is None else T_k
+    require_int("T_q", T_q)
+    require_int("T_k", T_k)
     if T_q < 1 or T_k < 1:
         raise ValueError(f"causal_mask needs T_q >= 1 and T_k >= 1; got T_q={T_q}, T_k={T_k}")
     return np.tril(np.ones((T_q, T_k), dtype=bool), k=T_k - T_q)
@@ -28,8 +31,9 @@ def padding_mask(lengths: ArrayLike, T: int) -> np.ndarray:
     """Keys at positions ``>= lengths[b]`` are padding and may not be attended to.
 
     Shapes: ``lengths`` ``(B,)`` of integers in ``[0, T]``; returns ``(B, 1, T)``, which broadcasts
-    against scores of shape ``(B, T_q, T)``.
+    against scores of shape ``(B, T_q, T)``. Refuses a ``T`` that is not an integer, 0 or more.
     """
+    require_int("T", T, 0)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(f"lengths must be a 1-D array of integers; got shape {shape_str(lengths.shape)} "

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook._validate import shape_str
+from attnbook._validate import require_int, require_real, shape_str
+from attnbook.numpy._arrays import as_float
 
 
 def _check_dim(d: int) -> None:
@@ -37,14 +38,16 @@ def rotary_frequencies(d: int, base: float = 10000.0) -> np.ndarray:
     Pair 0 turns fastest (one radian per position); the last pair turns slowest. Chapter 21.
     """
     _check_dim(d)
-    if not base > 1:
-        raise ValueError(f"base must be greater than 1; got {base!r}")
+    require_real("base", base, "a finite number greater than 1", lambda b: b > 1)
     return base ** (-np.arange(0, d, 2) / d)
 
 
 def rotary_angles(positions, d: int, base: float = 10000.0) -> np.ndarray:
-    """The angles ``positions[t] * theta_i``: ``positions`` ``(T,)`` to ``(T, d/2)``. Chapter 21."""
-    positions = np.asarray(positions)
+    """The angles ``positions[t] * theta_i``: ``positions`` ``(T,)`` to ``(T, d/2)``. Chapter 21.
+
+    Positions may be any real numbers (a NaN position gives NaN angles, as arithmetic does); booleans and
+    strings are refused."""
+    positions = as_float("positions", positions)
     if positions.ndim != 1:
         raise ValueError(f"positions must have shape (T,); got {shape_str(positions.shape)}")
     return positions[:, None] * rotary_frequencies(d, base)[None, :]
@@ -63,9 +66,10 @@ def apply_rotary(x: np.ndarray, positions=None, base: float = 10000.0) -> np.nda
     """Rotate each pair ``(x_i, x_{i + d/2})`` of row ``t`` by the angle ``positions[t] * theta_i``.
 
     ``x cos + rotate_half(x) sin``, the rotate-half form. Shapes: ``x`` ``(..., T, d)``, ``d`` even;
-    ``positions`` ``(T,)`` (default ``0 .. T-1``); returns ``(..., T, d)``. Chapter 21.
+    ``positions`` ``(T,)`` (default ``0 .. T-1``); returns ``(..., T, d)``. Chapter 21. Refuses a boolean
+    ``x``, as the PyTorch twin does.
     """
-    x = np.asarray(x, dtype=float)
+    x = as_float("x", x).astype(float, copy=False)  # booleans and strings are refused
     positions = _positions(x, positions)
     angles = rotary_angles(positions, x.shape[-1], base)  # (T, d/2)
     cos = np.concatenate([np.cos(angles)] * 2, axis=-1)  # (T, d): pair i uses the same angle in both halves
@@ -77,7 +81,7 @@ def apply_rotary_complex(x: np.ndarray, positions=None, base: float = 10000.0) -
     """``apply_rotary`` in complex numbers: pair ``i`` is ``z_i = x_i + 1j x_{i + d/2}``, multiplied by
     ``exp(1j positions[t] theta_i)``. The same shapes and result as ``apply_rotary``. Chapter 21.
     """
-    x = np.asarray(x, dtype=float)
+    x = as_float("x", x).astype(float, copy=False)  # booleans and strings are refused
     positions = _positions(x, positions)
     d = x.shape[-1]
     z = x[..., : d // 2] + 1j * x[..., d // 2 :]  # (..., T, d/2)
@@ -90,9 +94,12 @@ def sliding_window_mask(T_q: int, T_k: int | None = None, *, window: int) -> np.
 
     The queries are the last ``T_q`` of the ``T_k`` positions (as in ``causal_mask``); query ``i`` sits
     at position ``T_k - T_q + i`` and may see key ``j`` when ``0 <= T_k - T_q + i - j < window``. This is
-    what a sliding key-value cache of ``window`` positions computes (chapter 21).
+    what a sliding key-value cache of ``window`` positions computes (chapter 21). Refuses sizes that are
+    not integers, and ``T_k < T_q``.
     """
     T_k = T_q if T_k is None else T_k
+    require_int("T_q", T_q)
+    require_int("T_k", T_k)
     if T_q < 1 or T_k < T_q:
         raise ValueError(f"need 1 <= T_q <= T_k; got T_q = {T_q}, T_k = {T_k}")
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:

@@ -6,6 +6,7 @@ Vectors are rows: a batch of n vectors of size d is an array of shape (n, d).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -97,11 +98,15 @@ def nearest(
 
     Shapes: ``query`` is ``(d,)``, ``E`` is ``(V, d)`` (one embedding per row); the result is
     ``(k,)``. Rows listed in ``exclude`` are never returned. Ties go to the lower index. Chapter 1.
+    Refuses an ``exclude`` index outside ``[0, V)``: a negative one would silently mean a row from the end.
     """
     query, E = _as_float("query", query), _as_float("E", E)
     require_ndim("query", query.shape, 1, "(d,)")
     require_ndim("E", E.shape, 2, "(V, d): one embedding per row")
     require_same_last_dim(("query", "E"), query.shape, E.shape)
+    bad = [i for i in exclude if isinstance(i, bool) or not isinstance(i, Integral) or not 0 <= i < E.shape[0]]
+    if bad:
+        raise ValueError(f"exclude must list row indices of E, integers in [0, {E.shape[0] - 1}]; got {bad}")
     available = E.shape[0] - len(set(exclude))
     if not 1 <= k <= available:
         raise ValueError(f"k must be between 1 and {available} (rows not excluded); got k={k}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import torch
 
 from attnbook._validate import check_mask_fits as _check_mask_fits
@@ -14,6 +16,14 @@ def require_tensor(name: str, x: object) -> None:
         kind = f"{type(x).__module__}.{type(x).__name__}" if type(x).__module__ != "builtins" else type(x).__name__
         raise ValueError(f"{name} must be a torch.Tensor; got {kind}. Convert it with torch.as_tensor({name}), or "
                          "use the NumPy twin in attnbook.numpy for NumPy arrays")
+
+
+def require_size(name: str, value: object, minimum: int = 0) -> None:
+    """Raise ``ValueError`` unless ``value`` is an integer (or, under ``torch.compile``, a symbolic one), at least
+    ``minimum``: a length or a position that arrives as a float is refused rather than rounded. Python-side only,
+    so it costs no device sync."""
+    if isinstance(value, bool) or not isinstance(value, (Integral, torch.SymInt)) or value < minimum:
+        raise ValueError(f"{name} must be an integer, at least {minimum}; got {value!r}")
 
 
 def as_float(name: str, x: torch.Tensor) -> torch.Tensor:

@@ -28,8 +28,17 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     """Pick one token per row from ``logits`` of shape ``(B, V)``; returns ``(B, 1)`` ids.
 
     ``greedy`` takes the argmax. Otherwise the logits are divided by ``temperature``, all but the
-    ``top_k`` largest set to ``-inf``, and a token is drawn from the softmax.
+    ``top_k`` largest set to ``-inf``, and a token is drawn from the softmax. Refuses logits that are not
+    ``(B, V)`` or that hold NaN: the argmax of a NaN row would be a token id that means nothing (one check per
+    generated token, which waits for the logits; generation reads each token back anyway).
     """
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[-1] == 0:
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a tensor of shape (B, V) with V >= 1; got {shape}")
+    if bool(torch.isnan(logits).any()):
+        rows = torch.isnan(logits).any(dim=-1).nonzero().flatten().tolist()
+        raise ValueError(f"logits contain NaN (rows {rows}); no token can be picked from them. Look for the NaN "
+                         "upstream: a diverged model, or an input it was not built for")
     if greedy:
         return logits.argmax(dim=-1, keepdim=True)
     if not temperature > 0:

@@ -6,7 +6,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnbook._validate import require_int
 from attnbook.numpy.positional import sinusoidal_encoding
+from attnbook.torch._checks import require_size
+
+
+def _check_span(T: int, offset: int, max_len: int, what: str) -> None:
+    """Positions ``offset .. offset + T - 1`` must be whole numbers inside the table. ``T`` and ``offset`` are
+    Python integers (or, under ``torch.compile``, symbolic ones), so the check costs no device sync."""
+    require_size("T", T, 0)
+    require_size("offset", offset, 0)
+    if offset + T > max_len:
+        raise ValueError(f"positions up to {offset + T - 1} requested, but {what} {max_len} (max_len); use shorter "
+                         "sequences or a larger max_len")
 
 
 def _check_ids(ids: torch.Tensor, size: int, what: str) -> torch.Tensor:
@@ -61,13 +73,14 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
+        require_int("max_len", max_len, 1)
+        require_int("d_model", d_model, 1)
         self.P = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
     def forward(self, T: int, offset: int = 0) -> torch.Tensor:
-        """The vectors of positions ``offset .. offset + T - 1``, shape ``(T, d_model)``."""
-        if offset + T > self.P.shape[0]:
-            raise ValueError(f"positions up to {offset + T - 1} requested, but the table has only "
-                             f"{self.P.shape[0]} (max_len); use shorter sequences or a larger max_len")
+        """The vectors of positions ``offset .. offset + T - 1``, shape ``(T, d_model)``. Refuses a negative or
+        non-integer ``T`` or ``offset``, and positions beyond the table."""
+        _check_span(T, offset, self.P.shape[0], "the table has only")
         return self.P[offset:offset + T]
 
 
@@ -79,9 +92,9 @@ class SinusoidalPositions(nn.Module):
         self.register_buffer("P", torch.tensor(sinusoidal_encoding(max_len, d_model), dtype=torch.float32))
 
     def forward(self, T: int, offset: int = 0) -> torch.Tensor:
-        if offset + T > self.P.shape[0]:
-            raise ValueError(f"positions up to {offset + T - 1} requested, but only {self.P.shape[0]} are "
-                             "precomputed (max_len)")
+        """The encodings of positions ``offset .. offset + T - 1``, ``(T, d_model)``; refuses what
+        ``LearnedPositions`` refuses."""
+        _check_span(T, offset, self.P.shape[0], "the number precomputed is")
         return self.P[offset:offset + T]
 
 

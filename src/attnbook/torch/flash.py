@@ -12,7 +12,7 @@ import torch
 
 from attnbook._validate import check_qkv_shapes, shape_str
 from attnbook.numpy.flash import _check_block, tile_schedule
-from attnbook.torch._checks import as_mask, check_mask_fits
+from attnbook.torch._checks import as_mask, check_mask_fits, require_tensor
 
 
 def _rescale(m_old: torch.Tensor, m_new: torch.Tensor) -> torch.Tensor:
@@ -27,6 +27,7 @@ def online_normalizer(x: torch.Tensor, block_size: int = 1, history: bool = Fals
     Shapes: ``x`` ``(..., n)``; returns ``m`` and ``ell`` of shape ``(...)``; with ``history=True``, their
     values after every block, ``(n_blocks, ...)``. Same meaning as the NumPy twin. Chapter 20.
     """
+    require_tensor("x", x)
     _check_block("block_size", block_size)
     if x.dim() == 0 or x.shape[-1] == 0:
         raise ValueError(f"online_normalizer needs x of shape (..., n) with n >= 1; got shape {shape_str(x.shape)}")
@@ -48,11 +49,12 @@ def online_normalizer(x: torch.Tensor, block_size: int = 1, history: bool = Fals
 def online_softmax(x: torch.Tensor, block_size: int = 1) -> torch.Tensor:
     """Softmax over the last axis from the one-pass normaliser: ``exp(x - m) / ell``.
 
-    Same meaning as the NumPy twin."""
+    Same meaning as the NumPy twin: a row of all ``-inf`` gives zeros, a row holding NaN or ``+inf`` NaN."""
     m, ell = online_normalizer(x, block_size)
     shift = torch.where(torch.isneginf(m), torch.zeros_like(m), m)[..., None]
     e = torch.exp(x - shift)
-    return torch.where(ell[..., None] > 0, e / torch.where(ell > 0, ell, torch.ones_like(ell))[..., None],
+    # ell is 0 only for a row of all -inf (zeros out); a NaN ell stays NaN rather than turning into zeros.
+    return torch.where(ell[..., None] != 0, e / torch.where(ell != 0, ell, torch.ones_like(ell))[..., None],
                        torch.zeros_like(e))
 
 
@@ -74,8 +76,11 @@ def tiled_attention(
     Shapes: ``Q`` ``(..., T_q, d_k)``, ``K`` ``(..., T_k, d_k)``, ``V`` ``(..., T_k, d_v)``; ``mask``
     broadcastable to ``(..., T_q, T_k)``. Returns ``(..., T_q, d_v)``, and with ``return_lse=True`` also the
     log-sum-exp of each query's scores, ``(..., T_q)``. Written with differentiable operations, so autograd
-    can run backward through it (keeping every tile it made). Chapter 20.
+    can run backward through it (keeping every tile it made). NaN scores give NaN, as in the NumPy twin.
+    Refuses arrays that are not tensors and block sizes that are not positive integers. Chapter 20.
     """
+    for name, t in (("Q", Q), ("K", K), ("V", V)):
+        require_tensor(name, t)
     check_qkv_shapes(tuple(Q.shape), tuple(K.shape), tuple(V.shape))
     T_q, T_k = Q.shape[-2], K.shape[-2]
     if mask is not None:
@@ -108,8 +113,8 @@ def tiled_attention(
             ell = alpha * ell + P.sum(dim=-1)
             acc = alpha[..., None] * acc + P @ V[..., k0:k1, :]
             m = m_new
-        safe = torch.where(ell > 0, ell, torch.ones_like(ell))[..., None]
-        out[..., q0:q1, :] = torch.where(ell[..., None] > 0, acc / safe, torch.zeros_like(acc))
+        safe = torch.where(ell != 0, ell, torch.ones_like(ell))[..., None]  # 0: every key masked
+        out[..., q0:q1, :] = torch.where(ell[..., None] != 0, acc / safe, torch.zeros_like(acc))
         if return_lse:
             lse[..., q0:q1] = m + torch.log(ell)  # log 0 = -inf for a query with no allowed key
     return (out, lse) if return_lse else out

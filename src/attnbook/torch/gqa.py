@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbook._validate import check_heads, shape_str
+from attnbook._validate import check_heads, require_int, shape_str
 from attnbook.torch._checks import as_float, as_mask, check_mask_fits, require_tensor
 from attnbook.torch.attention import scaled_dot_product_attention
 from attnbook.torch.multihead import MultiHeadAttention, affine, merge_heads, split_heads
@@ -17,8 +17,10 @@ from attnbook.torch.multihead import MultiHeadAttention, affine, merge_heads, sp
 
 def repeat_kv(X: torch.Tensor, n_rep: int) -> torch.Tensor:
     """``(..., h_kv, T, d_head)`` to ``(..., h_kv * n_rep, T, d_head)``, each head repeated ``n_rep`` times
-    in a row, so that query head ``i`` meets key-value head ``i // n_rep``."""
+    in a row, so that query head ``i`` meets key-value head ``i // n_rep``. Refuses what the NumPy twin
+    refuses."""
     require_tensor("X", X)
+    require_int("n_rep", n_rep, 1)
     X = as_float("X", X)
     if X.dim() < 3:
         raise ValueError(f"X must have shape (..., h_kv, T, d_head); got shape {shape_str(X.shape)}")

@@ -84,9 +84,13 @@ def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
     """The entropy (nats) of each query's weights, averaged over queries: ``(..., h, T_q, T_k)`` to ``(..., h)``.
 
     0 means every query looks at a single key; ``log T_k`` means it spreads evenly. Chapter 18.
+    Refuses negative weights, which no softmax gives: the entropy of such rows would be a number without
+    meaning. NaN weights give NaN.
     """
-    p = weights.clamp_min(0)
-    return -(p * torch.log(p.clamp_min(1e-30))).sum(dim=-1).mean(dim=-1)
+    if bool((weights < 0).any()):
+        raise ValueError(f"weights must be attention weights, 0 or more (rows of a softmax); got values down to "
+                         f"{float(weights.min()):.4g}")
+    return -(weights * torch.log(weights.clamp_min(1e-30))).sum(dim=-1).mean(dim=-1)
 
 
 @contextmanager

@@ -10,15 +10,19 @@ from __future__ import annotations
 import torch
 
 from attnbook._validate import shape_str
+from attnbook.torch._checks import require_size
 
 
 def causal_mask(T_q: int, T_k: int | None = None) -> torch.Tensor:
     """Query ``i`` may attend to keys ``j <= i``: the past and itself, never the future.
 
     Shapes: returns ``(T_q, T_k)`` (``T_k`` defaults to ``T_q``). When ``T_k > T_q`` the queries are
-    taken to be the last ``T_q`` positions, so query ``i`` sees keys ``j <= i + T_k - T_q``.
+    taken to be the last ``T_q`` positions, so query ``i`` sees keys ``j <= i + T_k - T_q``. Refuses sizes
+    that are not integers, at least 1.
     """
     T_k = T_q if T_k is None else T_k
+    require_size("T_q", T_q)
+    require_size("T_k", T_k)
     if T_q < 1 or T_k < 1:
         raise ValueError(f"causal_mask needs T_q >= 1 and T_k >= 1; got T_q={T_q}, T_k={T_k}")
     return torch.ones(T_q, T_k, dtype=torch.bool).tril(T_k - T_q)
@@ -28,8 +32,9 @@ def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
     """Keys at positions ``>= lengths[b]`` are padding and may not be attended to.
 
     Shapes: ``lengths`` ``(B,)`` of integers in ``[0, T]``; returns ``(B, 1, T)``, which broadcasts
-    against scores of shape ``(B, T_q, T)``.
+    against scores of shape ``(B, T_q, T)``. Refuses a ``T`` that is not an integer, 0 or more.
     """
+    require_size("T", T, 0)
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype.is_complex or lengths.dtype == torch.bool:
         raise ValueError(f"lengths must be a 1-D array of integers; got shape {shape_str(lengths.shape)} "

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook._validate import check_heads, check_mha_shapes, check_split_heads
+from attnbook._validate import check_heads, check_mha_shapes, check_split_heads, require_int
 from attnbook.torch._checks import as_float, as_mask, check_mask_fits, require_tensor
 from attnbook.torch.attention import masked_softmax, scaled_dot_product_attention
 from attnbook.torch.kvcache import KVCache
@@ -101,7 +101,8 @@ class MultiHeadAttention(nn.Module):
     root, no learned scale) before any rotation: query-key normalisation, which bounds each score by
     ``sqrt(d_head)`` in size however large the projections grow.
     Unless the weights are asked for, it calls PyTorch's fused ``scaled_dot_product_attention``, which
-    gives the same result faster, masks and attention dropout included.
+    gives the same result faster, masks and attention dropout included. Refuses a ``d_model`` or ``d_kv``
+    below 1 and head counts that do not divide (``check_heads``).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0,
@@ -109,6 +110,9 @@ class MultiHeadAttention(nn.Module):
                  qk_norm: bool = False) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        require_int("d_model", d_model, 1)
+        if d_kv is not None:
+            require_int("d_kv", d_kv, 1)
         check_heads(d_model, n_heads, n_kv_heads)
         if not 0 <= dropout < 1:
             raise ValueError(f"dropout must lie in [0, 1); got {dropout}")

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook._validate import shape_str
+from attnbook._validate import check_norm, require_real, shape_str
 from attnbook.torch._checks import as_float, require_tensor
 from attnbook.torch.layernorm import LayerNorm
 
@@ -16,7 +16,8 @@ def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-5) -> torch.T
 
     Shapes: ``x`` ``(..., d)``, ``gamma`` ``(d,)``; the result has the shape of ``x``.
     ``x / sqrt(mean(x**2) + eps) * gamma``: no mean is subtracted and no bias added, as in
-    ``torch.nn.RMSNorm``. Chapter 22.
+    ``torch.nn.RMSNorm``. Chapter 22. Refuses a negative or NaN ``eps``; with ``eps = 0`` a zero vector gives
+    NaN (0 / 0), as in the NumPy twin.
     """
     require_tensor("x", x)
     require_tensor("gamma", gamma)
@@ -24,8 +25,7 @@ def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-5) -> torch.T
     if x.dim() == 0 or gamma.shape != x.shape[-1:]:
         raise ValueError(f"gamma must have shape (d,) with d the last axis of x; got x {shape_str(x.shape)} "
                          f"and gamma {shape_str(gamma.shape)}")
-    if not eps >= 0:
-        raise ValueError(f"eps must be 0 or more; got {eps}")
+    require_real("eps", eps, "a finite number, 0 or more", lambda e: e >= 0)
     ms = (x * x).mean(dim=-1, keepdim=True)  # (..., 1): the mean square, not the variance
     return x * torch.rsqrt(ms + eps) * gamma
 
@@ -35,10 +35,12 @@ class RMSNorm(nn.Module):
 
     ``LayerNorm``'s interface, so a block can hold either (``GPTShape(norm="rms")``). Like ``LayerNorm``, the
     module calls PyTorch's fused kernel, which computes the same function as ``rms_norm`` (the tests check it).
+    Refuses a width ``d`` below 1 and a negative or NaN ``eps``, as ``LayerNorm`` does.
     """
 
     def __init__(self, d: int, eps: float = 1e-5) -> None:
         super().__init__()
+        check_norm(d, eps)  # refuses d < 1 and a negative eps
         self.eps = eps
         self.gamma = nn.Parameter(torch.ones(d))
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from attnbook._validate import shape_str
-from attnbook.torch._checks import as_float, require_tensor
+from attnbook._validate import require_real, shape_str
+from attnbook.torch._checks import as_float, require_size, require_tensor
 
 
 def _check_dim(d: int) -> None:
@@ -38,8 +38,7 @@ def rotary_frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
     Pair 0 turns fastest (one radian per position); the last pair turns slowest. Chapter 21.
     """
     _check_dim(d)
-    if not base > 1:
-        raise ValueError(f"base must be greater than 1; got {base!r}")
+    require_real("base", base, "a finite number greater than 1", lambda b: b > 1)
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
 
 
@@ -96,9 +95,12 @@ def sliding_window_mask(T_q: int, T_k: int | None = None, *, window: int) -> tor
 
     The queries are the last ``T_q`` of the ``T_k`` positions (as in ``causal_mask``); query ``i`` sits
     at position ``T_k - T_q + i`` and may see key ``j`` when ``0 <= T_k - T_q + i - j < window``. This is
-    what a sliding key-value cache of ``window`` positions computes (chapter 21).
+    what a sliding key-value cache of ``window`` positions computes (chapter 21). Refuses sizes that are
+    not integers, and ``T_k < T_q``.
     """
     T_k = T_q if T_k is None else T_k
+    require_size("T_q", T_q)
+    require_size("T_k", T_k)
     if T_q < 1 or T_k < T_q:
         raise ValueError(f"need 1 <= T_q <= T_k; got T_q = {T_q}, T_k = {T_k}")
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:

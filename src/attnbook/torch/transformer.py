@@ -25,7 +25,7 @@ from attnbook.torch.rmsnorm import make_norm
 from attnbook.torch.rotary import sliding_window_mask
 
 
-def _check_at_least_one(config: object, *names: str) -> None:
+def check_at_least_one(config: object, *names: str) -> None:
     """Sizes must be positive: a model with -1 layers would silently have none."""
     for name in names:
         value = getattr(config, name)
@@ -87,7 +87,7 @@ class TransformerConfig:
     pad_id: int = 0
 
     def __post_init__(self) -> None:
-        _check_at_least_one(self, "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len")
+        check_at_least_one(self, "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len")
         for name in ("n_encoder_layers", "n_decoder_layers"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more; got {getattr(self, name)}")
@@ -158,7 +158,7 @@ class EncoderConfig:
     pad_id: int = 0
 
     def __post_init__(self) -> None:
-        _check_at_least_one(self, "vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
+        check_at_least_one(self, "vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
         check_heads(self.d_model, self.n_heads)
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
 
@@ -220,7 +220,7 @@ class GPTShape:
     tie_embeddings: bool = True  # True: the output layer is the embedding table (GPT-2); False: a matrix of its own
 
     def __post_init__(self) -> None:
-        _check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
+        check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
         check_heads(self.d_model, self.n_heads, self.n_kv_heads)
         if self.norm not in NORMS:
             raise ValueError(f"norm must be one of {list(NORMS)}; got {self.norm!r}")
@@ -243,7 +243,7 @@ class GPTConfig(GPTShape):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_at_least_one(self, "vocab_size")
+        check_at_least_one(self, "vocab_size")
         if self.d_ff is None:
             self.d_ff = swiglu_hidden(self.d_model) if self.activation == "swiglu" else 4 * self.d_model
 
@@ -301,6 +301,8 @@ class GPT(nn.Module):
         if window is not None and cache is not None:
             raise ValueError("window applies to a forward pass without a cache; for a sliding cache use "
                              "KVCache(max_length=window)")
+        if cache is not None:
+            cache.claim(self)  # a cache filled by another model would feed this one its keys
         if self.pos is None:  # rotary: positions enter inside attention, and any length runs
             x = self.drop(self.tok(ids))  # (B, T, d_model)
         else:

@@ -44,6 +44,38 @@ OPTIMIZER_FIELDS = ("optimizer",)
 CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "log", "train_seconds")
 
 
+def _bad(config: object, name: str, expected: str) -> ValueError:
+    return ValueError(f"{name} must be {expected}; got {getattr(config, name)!r}")
+
+
+def check_optimisation(config: Any) -> None:
+    """The checks every training run's configuration shares (``GPTRunConfig``, and ``MLMRunConfig`` of chapter
+    24): ``steps``, ``batch_size``, the schedule (``warmup``, ``lr``, ``min_lr``), AdamW's ``weight_decay``,
+    ``beta1`` and ``beta2``, ``grad_clip``, ``eval_every`` and ``precision``. Raises ``ValueError`` naming the
+    field, the value and what is accepted: a negative ``lr`` would train uphill, ``beta1 >= 1`` not at all."""
+    for name in ("steps", "batch_size"):
+        if getattr(config, name) < 1:
+            raise _bad(config, name, "at least 1")
+    if not 0 <= config.warmup <= config.steps:
+        raise ValueError(f"warmup must lie in [0, steps = {config.steps}]; got {config.warmup}")
+    if not config.lr > 0:
+        raise _bad(config, "lr", "positive")
+    if not 0 <= config.min_lr <= config.lr:
+        raise ValueError(f"min_lr must lie in [0, lr = {config.lr}] (the schedule decays from lr down to it); "
+                         f"got {config.min_lr}")
+    if not config.weight_decay >= 0:
+        raise _bad(config, "weight_decay", "0 or more (0: no decay)")
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(config, name) < 1:
+            raise _bad(config, name, "in [0, 1)")
+    if not config.grad_clip >= 0:
+        raise _bad(config, "grad_clip", "0 (no clipping) or a positive maximum gradient norm")
+    if config.eval_every < 0:
+        raise _bad(config, "eval_every", "0 (only at the end) or more")
+    if config.precision not in ("auto", "bf16", "fp32"):
+        raise _bad(config, "precision", "one of 'auto', 'bf16', 'fp32'")
+
+
 @dataclass
 class GPTRunConfig(GPTShape):
     """A training run: the model's size (the fields of ``GPTShape``), the optimisation, evaluation and
@@ -81,24 +113,12 @@ class GPTRunConfig(GPTShape):
 
     def __post_init__(self) -> None:
         def bad(name: str, expected: str) -> ValueError:
-            return ValueError(f"{name} must be {expected}; got {getattr(self, name)!r}")
+            return _bad(self, name, expected)
 
         super().__post_init__()  # the model's fields are checked where they are defined, in GPTShape
-        for name in ("steps", "batch_size", "eval_batches"):
-            if getattr(self, name) < 1:
-                raise bad(name, "at least 1")
-        if not 0 <= self.warmup <= self.steps:
-            raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
-        if not self.lr > 0:
-            raise bad("lr", "positive")
-        if not 0 <= self.min_lr <= self.lr:
-            raise ValueError(f"min_lr must lie in [0, lr = {self.lr}] (the schedule decays from lr down to it); "
-                             f"got {self.min_lr}")
-        if not self.weight_decay >= 0:
-            raise bad("weight_decay", "0 or more (0: no decay)")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise bad(name, "in [0, 1)")
+        check_optimisation(self)
+        if self.eval_batches < 1:
+            raise bad("eval_batches", "at least 1")
         if self.optimizer not in ("adamw", "muon"):
             raise bad("optimizer", "'adamw' or 'muon'")
         if self.matrix_lr is not None and not self.matrix_lr > 0:
@@ -107,17 +127,11 @@ class GPTRunConfig(GPTShape):
             raise bad("muon_precision", "'auto', 'bf16' or 'fp32'")
         if self.matrix_lr is not None and self.optimizer != "muon":
             raise ValueError(f"matrix_lr is Muon's learning rate; it needs optimizer='muon' (got {self.optimizer!r})")
-        if not self.grad_clip >= 0:
-            raise bad("grad_clip", "0 (no clipping) or a positive maximum gradient norm")
-        if self.eval_every < 0:
-            raise bad("eval_every", "0 (only at the end) or more")
         if self.target_loss is not None and not (self.target_loss > 0 and self.eval_every > 0):
             raise ValueError(f"target_loss needs a positive target and periodic evaluations (eval_every > 0); "
                              f"got target_loss = {self.target_loss}, eval_every = {self.eval_every}")
         if self.activation not in GPT_ACTIVATIONS:
             raise bad("activation", f"one of {list(GPT_ACTIVATIONS)}")
-        if self.precision not in ("auto", "bf16", "fp32"):
-            raise bad("precision", "one of 'auto', 'bf16', 'fp32'")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         """The ``GPTConfig`` of this run's model, for a vocabulary of ``vocab_size`` tokens."""

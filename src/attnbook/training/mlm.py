@@ -21,12 +21,13 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from attnbook._validate import check_heads, require_int
 from attnbook.data.masked_text import MaskedCharTokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import random_windows, split
-from attnbook.torch.transformer import GPT, EncoderConfig, EncoderOnlyTransformer
+from attnbook.torch.transformer import GPT, EncoderConfig, EncoderOnlyTransformer, check_at_least_one
 from attnbook.training.device import autocast, pick_device
-from attnbook.training.lm import GPTRunConfig
+from attnbook.training.lm import GPTRunConfig, check_optimisation
 from attnbook.training.schedule import lr_at
 from attnbook.training.trainer import make_optimizer, optimizer_step
 
@@ -83,13 +84,16 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Te
     """Mean cross-entropy (nats) over the chosen positions only.
 
     ``logits`` ``(..., T, V)``, ``targets`` ``(..., T)`` ids, ``chosen`` ``(..., T)`` bool. Positions not
-    chosen contribute nothing, whatever their logits; at least one position must be chosen.
+    chosen contribute nothing, whatever their logits; at least one position must be chosen. Refuses targets
+    that are not integer ids (a dtype check only: no extra pass over the batch).
     """
     if logits.dim() < 2 or tuple(logits.shape[:-1]) != tuple(targets.shape):
         raise ValueError(f"logits must have shape targets.shape + (V,); got logits {tuple(logits.shape)} "
                          f"and targets {tuple(targets.shape)}")
     if tuple(chosen.shape) != tuple(targets.shape):
         raise ValueError(f"chosen must have the shape of targets {tuple(targets.shape)}; got {tuple(chosen.shape)}")
+    if targets.dtype not in _INTEGER:
+        raise ValueError(f"targets must be integer token ids; got dtype {targets.dtype}")
     if chosen.dtype != torch.bool:
         raise ValueError(f"chosen must be a boolean tensor (True where the loss is taken); got dtype {chosen.dtype}")
     if not bool(chosen.any()):
@@ -100,7 +104,9 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Te
 @dataclass
 class MLMRunConfig:
     """A masked-language-model run. The model's size and the optimisation are those of chapter 17's
-    ``GPTRunConfig``, so ``gpt_config()`` gives the causal model to compare with, trained the same way."""
+    ``GPTRunConfig``, so ``gpt_config()`` gives the causal model to compare with, trained the same way.
+    Its fields are checked as ``GPTRunConfig``'s are, with the same helpers and messages: a ``lr`` that is not
+    positive, a ``min_lr`` outside ``[0, lr]`` or a ``beta1`` outside ``[0, 1)`` raises ``ValueError``."""
 
     n_layers: int = 4
     n_heads: int = 4
@@ -128,15 +134,18 @@ class MLMRunConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("n_layers", "n_heads", "d_model", "block_size", "steps", "batch_size", "eval_windows"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+        """Checks the fields as ``GPTRunConfig`` does, with its own helpers: the model's sizes, then the
+        optimisation (``check_optimisation``), then the corruption's probabilities."""
+        check_at_least_one(self, "n_layers", "n_heads", "d_model", "block_size", "eval_windows")
         if self.block_size < 2:
             raise ValueError(f"block_size must be at least 2; got {self.block_size}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = {self.n_heads}")
-        if not 0 <= self.warmup <= self.steps:
-            raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
+        check_heads(self.d_model, self.n_heads)
+        check_optimisation(self)
+        _check_probability("rate", self.rate, low_open=True)
+        _check_probability("mask_prob", self.mask_prob, low_open=False)
+        _check_probability("random_prob", self.random_prob, low_open=False)
+        if self.mask_prob + self.random_prob > 1:
+            raise ValueError(f"mask_prob + random_prob must be at most 1; got {self.mask_prob} + {self.random_prob}")
 
     def build_encoder(self, vocab_size: int) -> EncoderOnlyTransformer:
         """Chapter 15's encoder-only model at this size, with GELU as the GPT has.
@@ -201,10 +210,17 @@ def make_eval_set(ids: torch.Tensor, block_size: int, mask_id: int, rate: float 
     but the first chosen with probability ``rate`` and every chosen one replaced by ``mask_id``.
 
     Evaluation hides every chosen character (no random or kept ones): a kept character would let the
-    encoder read the answer, which the causal model cannot.
+    encoder read the answer, which the causal model cannot. Refuses ids that are not integers, a
+    ``block_size`` below 2 (position 0 is never chosen), a ``rate`` outside ``(0, 1]`` and a ``mask_id``
+    that already occurs in ``ids``.
     """
-    if ids.dim() != 1:
-        raise ValueError(f"ids must be one sequence, shape (N,); got shape {tuple(ids.shape)}")
+    if ids.dim() != 1 or ids.dtype not in _INTEGER:
+        raise ValueError(f"ids must be one sequence of integer token ids, shape (N,); got shape {tuple(ids.shape)} "
+                         f"and dtype {ids.dtype}")
+    require_int("block_size", block_size, 2)
+    _check_probability("rate", rate, low_open=True)
+    if bool((ids == mask_id).any()):
+        raise ValueError(f"ids already contain the mask id {mask_id}; pass the uncorrupted text")
     available = len(ids) // block_size
     n = available if n_windows is None else n_windows
     if not 1 <= n <= available:
@@ -220,7 +236,9 @@ def make_eval_set(ids: torch.Tensor, block_size: int, mask_id: int, rate: float 
 
 @torch.no_grad()
 def encoder_logits(model: torch.nn.Module, inputs: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
-    """``(N, T)`` masked inputs to ``(N, T, V)`` float32 logits, in batches, in eval mode."""
+    """``(N, T)`` masked inputs to ``(N, T, V)`` float32 logits, in batches of ``batch_size`` (a positive
+    integer), in eval mode."""
+    require_int("batch_size", batch_size, 1)
     was_training = model.training
     model.eval()
     out = torch.cat([model(inputs[i:i + batch_size]).float() for i in range(0, len(inputs), batch_size)])
@@ -231,7 +249,9 @@ def encoder_logits(model: torch.nn.Module, inputs: torch.Tensor, batch_size: int
 @torch.no_grad()
 def gpt_logits(model: GPT, windows: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
     """``(N, T)`` windows to ``(N, T, V)`` logits aligned with the windows: row ``t`` predicts
-    ``windows[:, t]`` from ``windows[:, :t]`` only. Row 0 has no context and is NaN."""
+    ``windows[:, t]`` from ``windows[:, :t]`` only. Row 0 has no context and is NaN (on purpose: no
+    prediction exists there, and ``score`` never reads it). ``batch_size`` is a positive integer."""
+    require_int("batch_size", batch_size, 1)
     was_training = model.training
     model.eval()
     body = torch.cat([model(windows[i:i + batch_size, :-1]).float() for i in range(0, len(windows), batch_size)])

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from attnbook._validate import require_int, require_real
+
 # The quintic iteration's coefficients (Jordan et al. 2024): chosen for the steepest slope at 0, so that
 # five steps lift even tiny singular values towards 1, at the price of landing near 1, not on it.
 QUINTIC = (3.4445, -4.7750, 2.0315)
@@ -33,10 +35,13 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, coefficients: tuple[float, fl
     polynomial applied to every singular value of ``X`` alone, leaving ``U`` and ``V`` as they are.
     ``G`` is first divided by its Frobenius norm, so its singular values lie in ``[0, 1]`` where the
     polynomial pushes them towards 1. ``dtype`` is the precision to iterate in (``torch.optim.Muon``
-    uses bfloat16); ``None`` keeps ``G``'s.
+    uses bfloat16); ``None`` keeps ``G``'s. A zero ``G`` has no direction and gives zeros (no step); NaN in
+    ``G`` gives NaN, as arithmetic does. Refuses a ``G`` that is not a matrix and a ``steps`` that is not an
+    integer, 0 or more.
     """
     if G.dim() != 2:
         raise ValueError(f"G must be a matrix (m, n); got shape {tuple(G.shape)}")
+    require_int("steps", steps)
     if steps < 0:
         raise ValueError(f"steps must be 0 or more; got {steps}")
     a, b, c = coefficients
@@ -88,11 +93,17 @@ class Muon(torch.optim.Optimizer):
     """``torch.optim.Muon``'s update (Nesterov momentum, then the quintic Newton-Schulz iteration, decoupled
     weight decay, and ``adjust_lr_fn="match_rms_adamw"``: the step scaled by ``0.2 sqrt(max(m, n))``),
     iterating in ``ns_dtype``. With ``ns_dtype=torch.bfloat16`` it takes ``torch.optim.Muon``'s steps
-    exactly (the tests check it). For 2-D parameters only.
+    exactly (the tests check it). For 2-D parameters only. Refuses a negative or non-finite ``lr``, a
+    ``momentum`` outside ``[0, 1)``, a negative ``weight_decay`` and an ``ns_steps`` that is not an integer,
+    0 or more, as ``torch.optim`` refuses a negative learning rate.
     """
 
     def __init__(self, params, lr: float, weight_decay: float = 0.1, momentum: float = 0.95,
                  nesterov: bool = True, ns_steps: int = 5, ns_dtype: torch.dtype = torch.bfloat16) -> None:
+        require_real("lr", lr, "a finite number, 0 or more (a negative rate climbs the loss)", lambda v: v >= 0)
+        require_real("momentum", momentum, "a number in [0, 1)", lambda v: 0 <= v < 1)
+        require_real("weight_decay", weight_decay, "a finite number, 0 or more (0: no decay)", lambda v: v >= 0)
+        require_int("ns_steps", ns_steps, 0)
         params = list(params)
         for p in params:
             if p.dim() != 2:
@@ -132,6 +143,7 @@ class MuonAdamW:
 
     def __init__(self, model: torch.nn.Module, lr: float, matrix_lr: float, weight_decay: float,
                  betas: tuple[float, float], momentum: float = 0.95, ns_dtype: torch.dtype = torch.bfloat16) -> None:
+        require_real("lr", lr, "a positive finite number", lambda v: v > 0)  # matrix_lr / lr is every step's scale
         matrices, rest = muon_parameters(model)
         if not matrices:
             raise ValueError("the model has no matrices under 'blocks.' for Muon to train")

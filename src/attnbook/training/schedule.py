@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import math
 
+from attnbook._validate import require_int, require_real
+
 
 def lr_at(step: int, peak: float, warmup: int, total: int, final: float = 0.0, shape: str = "cosine") -> float:
     """Learning rate at ``step`` (counted from 0) of ``total`` steps.
 
     Rises linearly from ``peak / warmup`` to ``peak`` over the first ``warmup`` steps, then decays to
-    ``final`` at the last step, along a cosine (``shape="cosine"``) or a straight line (``"linear"``).
+    ``final`` at the last step, along a cosine (``shape="cosine"``) or a straight line (``"linear"``), and
+    stays there past it. Refuses a negative or non-integer ``step``, ``warmup`` or ``total``, a ``peak`` that
+    is not positive, and a ``final`` outside ``[0, peak]``: each would give a negative or rising rate.
     """
     if shape not in ("cosine", "linear"):
         raise ValueError(f"shape must be 'cosine' or 'linear'; got {shape!r}")
-    if warmup < 0 or total < 1 or warmup > total:
+    require_int("step", step, 0)
+    require_int("warmup", warmup, 0)
+    require_int("total", total, 1)
+    if warmup > total:
         raise ValueError(f"need 0 <= warmup <= total and total >= 1; got warmup={warmup}, total={total}")
+    require_real("peak", peak, "a positive finite number", lambda v: v > 0)
+    require_real("final", final, f"a finite number in [0, peak = {peak}]", lambda v: 0 <= v <= peak)
     if step < warmup:
         return peak * (step + 1) / warmup
     progress = (step - warmup) / max(1, total - 1 - warmup)

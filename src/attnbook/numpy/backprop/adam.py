@@ -13,12 +13,17 @@ class Adam:
     With ``m`` and ``v`` running averages of the gradient and of its square, step ``t`` moves each parameter by
     ``-lr * mhat / (sqrt(vhat) + eps)``, with the bias corrections ``mhat = m / (1 - beta1^t)`` and
     ``vhat = v / (1 - beta2^t)``: the defaults and the formula of ``torch.optim.Adam`` without weight decay.
+    Refuses ``lr <= 0``, betas outside ``[0, 1)`` and ``eps <= 0``.
     """
 
     def __init__(self, params: dict[str, np.ndarray], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8) -> None:
         if not lr > 0:
             raise ValueError(f"lr must be positive; got {lr}")
+        if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"betas must be two numbers in [0, 1) (a running average forgets); got {betas!r}")
+        if not eps > 0:
+            raise ValueError(f"eps must be positive (it keeps the step finite where vhat is 0); got {eps!r}")
         self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
         self.m = {k: np.zeros_like(v) for k, v in params.items()}
         self.v = {k: np.zeros_like(v) for k, v in params.items()}

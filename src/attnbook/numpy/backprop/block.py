@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnbook._validate import require_int
 from attnbook.numpy.backprop.gelu import gelu_backward, gelu_forward
 from attnbook.numpy.backprop.layernorm import layer_norm_backward, layer_norm_forward
 from attnbook.numpy.backprop.linear import linear_backward, linear_forward
@@ -25,7 +26,10 @@ _PROJ = (("W_q", "q_proj.W"), ("b_q", "q_proj.b"), ("W_k", "k_proj.W"), ("b_k", 
 def init_block_params(d_model: int, d_ff: int, rng: np.random.Generator, std: float = 0.02,
                       residual_std: float | None = None) -> dict[str, np.ndarray]:
     """GPT-2's initialisation: weights normal(0, std), the two projections into the residual stream normal(0,
-    ``residual_std``), biases 0, layer norms' gamma 1 and beta 0. Keys as in ``DecoderBlock.state_dict()``."""
+    ``residual_std``), biases 0, layer norms' gamma 1 and beta 0. Keys as in ``DecoderBlock.state_dict()``.
+    Refuses a ``d_model`` or ``d_ff`` that is not a positive integer."""
+    require_int("d_model", d_model, 1)
+    require_int("d_ff", d_ff, 1)
     residual_std = std if residual_std is None else residual_std
     p: dict[str, np.ndarray] = {}
     for n in ("norm1", "norm3"):

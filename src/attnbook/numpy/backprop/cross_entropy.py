@@ -11,12 +11,19 @@ def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray) -> tuple[floa
     """Mean of ``-log softmax(logits)[target]`` over all ``N`` positions, as ``torch.nn.functional.cross_entropy``.
 
     Shapes: ``logits`` ``(..., V)``, integer ``targets`` ``(...)``. Returns ``(loss, cache)``; the cache keeps
-    the probabilities ``p`` ``(..., V)`` and the targets.
+    the probabilities ``p`` ``(..., V)`` and the targets. Refuses targets that are not integers in
+    ``[0, V)``: a target of -1 would silently pick the last class, as Python indexing does.
     """
     targets = np.asarray(targets)
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"targets must have shape {shape_str(logits.shape[:-1])} to match logits "
                          f"{shape_str(logits.shape)} (..., V); got {shape_str(targets.shape)}")
+    V = logits.shape[-1]
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise ValueError(f"targets must be integer class ids; got dtype {targets.dtype}")
+    if targets.size and (targets.min() < 0 or targets.max() >= V):
+        raise ValueError(f"targets must lie in [0, {V - 1}] (V = {V} classes); got values from {targets.min()} "
+                         f"to {targets.max()}")
     z = logits - logits.max(axis=-1, keepdims=True)  # no overflow (chapter 2)
     log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     picked = np.take_along_axis(log_p, targets[..., None], axis=-1)

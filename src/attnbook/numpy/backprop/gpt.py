@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnbook._validate import check_heads, shape_str
+from attnbook._validate import check_heads, check_norm, require_int, shape_str
 from attnbook.numpy.backprop.block import block_backward, block_forward, init_block_params
 from attnbook.numpy.backprop.cross_entropy import cross_entropy_backward, cross_entropy_forward
 from attnbook.numpy.backprop.embedding import embedding_backward, embedding_forward
@@ -27,6 +27,7 @@ class GPTConfig:
     """Sizes of the NumPy GPT; the fields mean what they mean in ``attnbook.torch.GPTConfig``.
 
     ``d_ff`` defaults to ``4 d_model``; ``activation`` is ``"gelu_tanh"`` (GPT-2's) or ``"gelu"`` (exact).
+    Refuses sizes that are not integers, at least 1, and a negative ``eps``, as the PyTorch ``GPTConfig`` does.
     """
 
     vocab_size: int
@@ -39,6 +40,11 @@ class GPTConfig:
     eps: float = 1e-5
 
     def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
+            require_int(name, getattr(self, name), 1)
+        if self.d_ff is not None:
+            require_int("d_ff", self.d_ff, 1)
+        check_norm(self.d_model, self.eps)
         check_heads(self.d_model, self.n_heads)
         if self.activation not in _GELU:
             raise ValueError(f"activation must be one of {sorted(_GELU)}; got {self.activation!r}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook._validate import shape_str
+from attnbook._validate import require_real, shape_str
 
 
 def layer_norm_forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None = None,
@@ -18,8 +18,9 @@ def layer_norm_forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None
     """Layer norm of ``x`` ``(..., d)`` with ``gamma`` and ``beta`` ``(d,)``; returns ``(y, cache)``.
 
     The cache keeps ``xhat`` ``(..., d)`` and ``rstd`` ``(..., 1)``, everything the backward pass needs
-    besides ``gamma``.
+    besides ``gamma``. Refuses a negative or NaN ``eps`` (the root of a negative variance would be NaN).
     """
+    require_real("eps", eps, "a finite number, 0 or more", lambda e: e >= 0)
     if gamma.shape != x.shape[-1:]:
         raise ValueError(f"gamma must have shape ({x.shape[-1]},) to match x {shape_str(x.shape)}; "
                          f"got {shape_str(gamma.shape)}")
