@@ -142,7 +142,7 @@ def test_positions_field_is_validated_and_fields_only_appended():
     # Fields are only ever appended: a GPTShape built with positional arguments keeps its meaning.
     assert names[:names.index("positions") + 1] == ["block_size", "n_layers", "n_heads", "d_model", "d_ff", "dropout",
                                                     "activation", "eps", "bias", "n_kv_heads", "norm", "positions"]
-    assert names[names.index("positions") + 1:] == ["qk_norm", "tie_embeddings"]  # the speedrun's switches
+    assert names[names.index("positions") + 1:] == ["qk_norm", "tie_embeddings", "rope_base"]
     assert GPTConfig(vocab_size=5).positions == "learned" and GPTRunConfig().positions == "learned"
     with pytest.raises(ValueError, match="positions must be 'learned'"):
         GPTConfig(vocab_size=5, positions="sinusoidal")
@@ -159,8 +159,9 @@ def test_rotary_gpt_has_no_position_table():
     assert rotary.n_params() == learned.n_params(include_positions=False) == rotary.n_params(include_positions=False)
 
 
-def test_rotary_attention_matches_a_hand_computation():
-    m = rotary_gpt(n_layers=1)
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+def test_rotary_attention_matches_a_hand_computation(base):
+    m = rotary_gpt(n_layers=1, rope_base=base)
     ids = torch.randint(13, (2, 7))
     block = m.blocks[0]
     attn = block.self_attn
@@ -170,14 +171,43 @@ def test_rotary_attention_matches_a_hand_computation():
         q = (h @ attn.W_q + attn.b_q).reshape(2, 7, 2, 8).transpose(1, 2)
         k = (h @ attn.W_k + attn.b_k).reshape(2, 7, 2, 8).transpose(1, 2)
         v = (h @ attn.W_v + attn.b_v).reshape(2, 7, 2, 8).transpose(1, 2)
-        q = torch.tensor(nr.apply_rotary(q.double().numpy()), dtype=torch.float32)
-        k = torch.tensor(nr.apply_rotary(k.double().numpy()), dtype=torch.float32)
+        q = torch.tensor(nr.apply_rotary(q.double().numpy(), base=base), dtype=torch.float32)
+        k = torch.tensor(nr.apply_rotary(k.double().numpy(), base=base), dtype=torch.float32)
         w = masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(8), causal_mask(7))
         heads = (w @ v).transpose(1, 2).reshape(2, 7, 16)
         x = m.tok(ids) + heads @ attn.W_o + attn.b_o
         x = x + block.ff(block.norm3(x))
         want = m.norm(x) @ m.tok.E.T
         torch.testing.assert_close(m(ids), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_cached_tables_rotate_exactly_as_the_formula(dtype):
+    tables = tr.RotaryTables(8, 16, base=500.0)
+    x = torch.randn(2, 3, 10, 8, dtype=torch.float64).to(dtype)
+    for start in (0, 5, 30):  # 30: past the 16 tabulated positions, so the tables grow
+        want = tr.apply_rotary(x, torch.arange(start, start + 10), base=500.0)
+        assert torch.equal(tables(x, start), want)
+    assert tables.cos.shape == (40, 8) and tables.cos.dtype == torch.float64
+    tables.float()  # a cast of the module rebuilds the tables in float64 rather than rounding them
+    assert tables.cos.dtype == torch.float64
+    assert torch.equal(tables(x, 3), tr.apply_rotary(x, torch.arange(3, 13), base=500.0))
+    assert "cos" not in tables.state_dict()  # recomputed, never saved
+
+
+def test_a_rotary_gpt_tabulates_once_for_its_context_and_base():
+    m = GPT(GPTConfig(vocab_size=13, block_size=8, n_layers=3, n_heads=2, d_model=16, positions="rotary",
+                      rope_base=500000))
+    tables = {id(block.self_attn.rope) for block in m.blocks}
+    rope = m.blocks[0].self_attn.rope
+    assert len(tables) == 1 and rope.cos.shape == (8, 8)
+    torch.testing.assert_close(rope.cos[:, :4], torch.cos(torch.arange(8.0, dtype=torch.float64)[:, None]
+                                                          * 500000.0 ** (-torch.arange(0, 8, 2) / 8)))
+    assert GPTConfig(vocab_size=5).rope_base == 10000.0 and set(m.state_dict()) == set(
+        GPT(GPTConfig(vocab_size=13, block_size=8, n_layers=3, n_heads=2, d_model=16, positions="rotary")).state_dict())
+    for bad in (1.0, 0, "10000", True):
+        with pytest.raises(ValueError, match="rope_base"):
+            GPTConfig(vocab_size=5, positions="rotary", rope_base=bad)
 
 
 def test_rotary_gpt_with_grouped_query_attention_runs_and_caches():

@@ -140,3 +140,65 @@ def gpt_from_gpt2(hf_model):
         model.norm.gamma.copy_(t.ln_f.weight)
         model.norm.beta.copy_(t.ln_f.bias)
     return model
+
+
+def _llama_rope_base(hc) -> float:
+    """The rotary base of a Hugging Face ``LlamaConfig``: ``rope_parameters["rope_theta"]`` in transformers 5,
+    ``rope_theta`` (with ``rope_scaling``) in transformers 4. Only plain rotary positions convert."""
+    params = getattr(hc, "rope_parameters", None)
+    if not params:  # transformers 4
+        params = dict(getattr(hc, "rope_scaling", None) or {}, rope_theta=getattr(hc, "rope_theta", 10000.0))
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind != "default":
+        raise ValueError(f"only Llama's plain rotary positions convert (rope_type 'default'); this model's "
+                         f"rope_type is {kind!r}, which rescales the frequencies")
+    return float(params.get("rope_theta", 10000.0))
+
+
+def gpt_from_llama(hf_model):
+    """An attnbook ``GPT`` with the weights of a Hugging Face ``LlamaForCausalLM`` (chapter 22).
+
+    Llama's block is the GPT's with ``norm="rms"``, ``activation="swiglu"``, ``bias=False`` and
+    ``positions="rotary"``, ``n_kv_heads`` key-value heads and ``rope_base`` from its configuration, and the
+    output layer tied or not as Llama's. Hugging Face's Llama rotates pairs ``(i, i + d_head/2)``, as the
+    package does, so its query and key rows copy unpermuted (Meta's original checkpoints pair neighbours,
+    and Hugging Face's conversion permutes their rows once). Its linear weights are ``(out, in)``, so every
+    copy transposes. Refuses what the GPT cannot hold: biases, another activation, rescaled rotary
+    frequencies, a head width other than ``hidden_size / num_attention_heads``.
+    """
+    import torch
+
+    from attnbook.torch.transformer import GPT, GPTConfig
+
+    hc = hf_model.config
+    n_heads, d = hc.num_attention_heads, hc.hidden_size
+    n_kv = getattr(hc, "num_key_value_heads", None) or n_heads
+    head_dim = getattr(hc, "head_dim", None) or d // n_heads
+    problems = [what for what, bad in (
+        (f"head_dim {head_dim} (the GPT's is hidden_size / num_attention_heads = {d // n_heads})",
+         head_dim * n_heads != d),
+        ("attention_bias=True", getattr(hc, "attention_bias", False)),
+        ("mlp_bias=True", getattr(hc, "mlp_bias", False)),
+        (f"hidden_act {hc.hidden_act!r} (the GPT's SwiGLU uses 'silu')", hc.hidden_act != "silu")) if bad]
+    if problems:
+        raise ValueError("this Llama does not convert to a GPT: " + "; ".join(problems))
+    config = GPTConfig(vocab_size=hc.vocab_size, block_size=hc.max_position_embeddings,
+                       n_layers=hc.num_hidden_layers, n_heads=n_heads, d_model=d, d_ff=hc.intermediate_size,
+                       activation="swiglu", eps=hc.rms_norm_eps, bias=False, n_kv_heads=n_kv, norm="rms",
+                       positions="rotary", tie_embeddings=bool(hc.tie_word_embeddings), rope_base=_llama_rope_base(hc))
+    model = GPT(config).to(dtype=hf_model.dtype)
+    m = hf_model.model
+    with torch.no_grad():
+        model.tok.E.copy_(m.embed_tokens.weight)
+        for ours, layer in zip(model.blocks, m.layers, strict=True):
+            a, mlp = layer.self_attn, layer.mlp
+            for lin, theirs in ((ours.self_attn.q_proj, a.q_proj), (ours.self_attn.k_proj, a.k_proj),
+                                (ours.self_attn.v_proj, a.v_proj), (ours.self_attn.out_proj, a.o_proj),
+                                (ours.ff.fc1, mlp.gate_proj), (ours.ff.fc3, mlp.up_proj), (ours.ff.fc2, mlp.down_proj)):
+                _copy_linear_from_torch(lin, theirs.weight, None)
+            ours.norm1.gamma.copy_(layer.input_layernorm.weight)
+            ours.norm3.gamma.copy_(layer.post_attention_layernorm.weight)
+        model.norm.gamma.copy_(m.norm.weight)
+        if model.head is not None:
+            _copy_linear_from_torch(model.head, hf_model.lm_head.weight, None)
+    return model

@@ -50,19 +50,19 @@ class DecoderBlock(nn.Module):
     ``cache``, a ``KVCache``, keeps the self-attention's keys and values for generation (chapter 17).
     ``n_kv_heads`` (default: ``n_heads``, plain multi-head attention) gives the self-attention that many
     key-value heads, grouped-query attention (chapter 20). ``rotary=True`` gives the self-attention rotary
-    positions (chapter 21). ``activation="swiglu"`` makes the feed-forward network a ``SwiGLU`` of hidden
-    width ``d_ff``, and ``norm="rms"`` its norms ``RMSNorm`` (chapter 22). ``qk_norm=True`` normalises the
-    self-attention's queries and keys (see ``MultiHeadAttention``).
+    positions (chapter 21), of base ``rope_base``. ``activation="swiglu"`` makes the feed-forward network a
+    ``SwiGLU`` of hidden width ``d_ff``, and ``norm="rms"`` its norms ``RMSNorm`` (chapter 22).
+    ``qk_norm=True`` normalises the self-attention's queries and keys (see ``MultiHeadAttention``).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
                  activation: str = "relu", eps: float = 1e-5, cross_attention: bool = True, bias: bool = True,
                  n_kv_heads: int | None = None, rotary: bool = False, norm: str = "layer",
-                 qk_norm: bool = False) -> None:
+                 qk_norm: bool = False, rope_base: float = 10000.0) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, n_kv_heads=n_kv_heads,
-                                            rotary=rotary, qk_norm=qk_norm)
+                                            rotary=rotary, qk_norm=qk_norm, rope_base=rope_base)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
         self.ff = (SwiGLU(d_model, d_ff, dropout, bias) if activation == "swiglu"
                    else FeedForward(d_model, d_ff, activation, dropout, bias))

@@ -19,7 +19,7 @@ from attnbook.torch.attention import masked_softmax, scaled_dot_product_attentio
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.linear import Linear
 from attnbook.torch.masks import causal_mask, combine_masks
-from attnbook.torch.rotary import apply_rotary, sliding_window_mask
+from attnbook.torch.rotary import RotaryTables, sliding_window_mask
 
 
 def split_heads(X: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -95,8 +95,9 @@ class MultiHeadAttention(nn.Module):
     of ``n_heads / n_kv_heads`` query heads: grouped-query attention, multi-query for ``n_kv_heads = 1``
     (chapter 20); the cache then holds ``n_kv_heads`` heads.
     ``rotary=True`` (self-attention only) rotates every head's queries and keys by their absolute positions
-    (rotary position embeddings, base 10000, chapter 21): ``0 .. T-1``, or after the positions that went
-    through the cache; a sliding cache (``KVCache(max_length=...)``) limits attention to its window.
+    (rotary position embeddings, base ``rope_base``, chapter 21): ``0 .. T-1``, or after the positions that went
+    through the cache; a sliding cache (``KVCache(max_length=...)``) limits attention to its window. The
+    cosines and sines are computed once, in ``rope`` (a ``RotaryTables``, which a ``GPT`` shares among its layers).
     ``qk_norm=True`` divides every head's query and key by its root mean square (``QK_NORM_EPS`` inside the
     root, no learned scale) before any rotation: query-key normalisation, which bounds each score by
     ``sqrt(d_head)`` in size however large the projections grow.
@@ -107,7 +108,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_kv: int | None = None, dropout: float = 0.0,
                  bias: bool = True, n_kv_heads: int | None = None, rotary: bool = False,
-                 qk_norm: bool = False) -> None:
+                 qk_norm: bool = False, rope_base: float = 10000.0) -> None:
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         require_int("d_model", d_model, 1)
@@ -124,6 +125,8 @@ class MultiHeadAttention(nn.Module):
         d_kv_out = n_kv_heads * (d_model // n_heads)
         self.q_proj, self.k_proj = Linear(d_model, d_model, bias), Linear(d_kv, d_kv_out, bias)
         self.v_proj, self.out_proj = Linear(d_kv, d_kv_out, bias), Linear(d_model, d_model, bias)
+        # The tables grow when positions pass their length; a GPT replaces them by one of block_size, shared.
+        self.rope = RotaryTables(d_model // n_heads, 128, rope_base) if rotary else None
 
     # The row-convention weights, under the names the functional form expects.
     W_q = property(lambda self: self.q_proj.W)
@@ -164,8 +167,7 @@ class MultiHeadAttention(nn.Module):
         if self.rotary:
             # The new tokens sit after every position that went through the cache (dropped ones included).
             start = cache.seen.get(self, 0) if cache is not None else 0
-            positions = torch.arange(start, start + q.shape[-2], device=q.device)
-            q, k = apply_rotary(q, positions), apply_rotary(k, positions)  # cached keys stay rotated
+            q, k = self.rope(q, start), self.rope(k, start)  # cached keys stay rotated
         if cache is not None:
             k, v = cache.update(self, k, v)  # (B, h_kv, T_seen + T_new, d_head)
         T_q, T_k = q.shape[-2], k.shape[-2]

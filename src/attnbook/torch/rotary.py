@@ -11,6 +11,7 @@ positions only through the offset ``m - n``.
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from attnbook._validate import require_real, shape_str
 from attnbook.torch._checks import as_float, require_size, require_tensor
@@ -88,6 +89,47 @@ def apply_rotary_complex(x: torch.Tensor, positions: torch.Tensor | None = None,
     angles = rotary_angles(positions, d, base)  # (T, d/2)
     z = z * torch.polar(torch.ones_like(angles), angles)  # a rotation is a multiplication by e^{i angle}
     return torch.cat([z.real, z.imag], dim=-1).to(x.dtype)
+
+
+class RotaryTables(nn.Module):
+    """``apply_rotary``'s cosines and sines for positions ``0 .. length-1``, computed once, sliced at each use.
+
+    ``RotaryTables(d, length, base)`` holds ``cos`` and ``sin``, each ``(length, d)`` in float64 (buffers
+    that a checkpoint leaves out); ``forward(x, start)`` rotates ``x`` ``(..., T, d)`` as
+    ``apply_rotary(x, arange(start, start + T), base)`` does, to the last bit, without recomputing the
+    angles. Positions past ``length`` (a rotary model runs past its context) grow the tables. Chapter 21.
+    """
+
+    def __init__(self, d: int, length: int, base: float = 10000.0) -> None:
+        super().__init__()
+        _check_dim(d)
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ValueError(f"length (positions to tabulate) must be an integer, at least 1; got {length!r}")
+        rotary_frequencies(d, base)  # checks the base
+        self.d, self.base = d, base
+        self._build(length, None)
+
+    def _build(self, length: int, device: torch.device | None) -> None:
+        angles = rotary_angles(torch.arange(length, device=device), self.d, self.base)  # (length, d/2), float64
+        self.register_buffer("cos", torch.cat([angles.cos()] * 2, dim=-1), persistent=False)  # (length, d)
+        self.register_buffer("sin", torch.cat([angles.sin()] * 2, dim=-1), persistent=False)
+
+    def _apply(self, fn, *args, **kwargs):
+        # model.float() or .half() would round the float64 tables; rebuild them where they now live instead.
+        super()._apply(fn, *args, **kwargs)
+        self._build(self.cos.shape[0], self.cos.device)
+        return self
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        T = x.shape[-2]
+        if start + T > self.cos.shape[0]:
+            self._build(max(2 * self.cos.shape[0], start + T), self.cos.device)
+        cos = self.cos[start:start + T].to(x.dtype)  # (T, d): the float64 values apply_rotary would cast
+        sin = self.sin[start:start + T].to(x.dtype)
+        return x * cos + rotate_half(x) * sin
+
+    def extra_repr(self) -> str:
+        return f"d={self.d}, length={self.cos.shape[0]}, base={self.base:g}"
 
 
 def sliding_window_mask(T_q: int, T_k: int | None = None, *, window: int) -> torch.Tensor:

@@ -22,7 +22,7 @@ from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
 from attnbook.torch.masks import token_padding_mask
 from attnbook.torch.rmsnorm import make_norm
-from attnbook.torch.rotary import sliding_window_mask
+from attnbook.torch.rotary import RotaryTables, sliding_window_mask
 
 
 def check_at_least_one(config: object, *names: str) -> None:
@@ -218,6 +218,7 @@ class GPTShape:
     positions: Positions = "learned"  # "learned": a table added to the embeddings; "rotary": rotated q, k (chapter 21)
     qk_norm: bool = False  # True: every head's queries and keys divided by their RMS before the scores
     tie_embeddings: bool = True  # True: the output layer is the embedding table (GPT-2); False: a matrix of its own
+    rope_base: float = 10000.0  # the base of the rotary frequencies (chapter 21); Llama 3 uses 500,000
 
     def __post_init__(self) -> None:
         check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
@@ -232,6 +233,9 @@ class GPTShape:
         if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"rotary positions turn pairs of dimensions, so d_head = d_model / n_heads must be "
                              f"even; got d_head = {self.d_model // self.n_heads}")
+        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
+            raise ValueError(f"rope_base (the base of the rotary frequencies) must be a number greater than 1; "
+                             f"got {self.rope_base!r}")
 
 
 @dataclass(kw_only=True)
@@ -261,9 +265,10 @@ class GPT(nn.Module):
     ``window`` (without a cache) lets each position see only the last ``window`` positions, itself
     included: what a sliding cache of that length computes.
 
-    ``tie_embeddings=False`` gives the output layer a matrix of its own, ``head`` (``d_model`` by
-    ``vocab_size``), instead of the embedding table; ``qk_norm=True`` normalises every attention head's
-    queries and keys (``MultiHeadAttention``).
+    ``rope_base`` sets the rotary frequencies ``rope_base ** (-2 i / d_head)`` (10,000 by default; Llama 3
+    uses 500,000), tabulated once for ``block_size`` positions. ``tie_embeddings=False`` gives the output
+    layer a matrix of its own, ``head`` (``d_model`` by ``vocab_size``), instead of the embedding table;
+    ``qk_norm=True`` normalises every attention head's queries and keys (``MultiHeadAttention``).
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -276,8 +281,13 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
                          eps=c.eps, cross_attention=False, bias=c.bias, n_kv_heads=c.n_kv_heads,
-                         rotary=c.positions == "rotary", norm=c.norm, qk_norm=c.qk_norm)
+                         rotary=c.positions == "rotary", norm=c.norm, qk_norm=c.qk_norm, rope_base=c.rope_base)
             for _ in range(c.n_layers))
+        if c.positions == "rotary":
+            # One table of cosines and sines for the context, computed here once and shared by every layer.
+            rope = RotaryTables(c.d_model // c.n_heads, c.block_size, c.rope_base)
+            for block in self.blocks:
+                block.self_attn.rope = rope
         self.norm = make_norm(c.norm, c.d_model, c.eps, c.bias)
         # Untied, the output layer is a (d_model, vocab_size) matrix of its own, left out when tied.
         self.head = None if c.tie_embeddings else Linear(c.d_model, c.vocab_size, bias=False)
