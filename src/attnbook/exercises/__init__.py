@@ -21,11 +21,16 @@ from attnbook.exercises.ch07 import check_bilinear_score, check_local_mask
 from attnbook.exercises.ch08 import check_masked_attention
 from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
-from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
+from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
 from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
 from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
 from attnbook.exercises.ch14 import check_decoder_self_mask, check_shift_right
-from attnbook.exercises.ch15 import check_gpt_parameters, check_top_k_filter
+from attnbook.exercises.ch15 import (
+    check_gpt_forward,
+    check_gpt_parameters,
+    check_top_k_filter,
+    check_top_p_filter,
+)
 from attnbook.exercises.ch16 import check_smoothed_targets, check_warmup_cosine
 from attnbook.exercises.ch17 import check_attention_scores, check_bigram_loss
 from attnbook.exercises.ch18 import check_attention_entropy, check_previous_token_score
@@ -52,7 +57,9 @@ __all__ = [
     "check_cosine_similarity",
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
+    "check_encode_positions",
     "check_encoder_block_parameters",
+    "check_gpt_forward",
     "check_gpt_parameters",
     "check_layer_norm",
     "check_local_mask",
@@ -61,15 +68,16 @@ __all__ = [
     "check_masked_loss",
     "check_mha_parameters",
     "check_most_frequent_pair",
+    "check_my_mha",
+    "check_offset_between",
     "check_offset_weights",
     "check_pairwise_cosine_similarity",
     "check_self_attention",
-    "check_shift_matrix",
     "check_shift_right",
     "check_single_query_attention",
-    "check_sinusoidal_encoding",
     "check_smoothed_targets",
     "check_top_k_filter",
+    "check_top_p_filter",
     "check_torch_attention",
     "check_unit_variance_scale",
     "check_warmup_cosine",
