@@ -23,7 +23,7 @@ from attnbook.exercises.ch09 import check_mha_parameters, check_split_heads
 from attnbook.exercises.ch10 import check_conv1d_same, check_offset_weights
 from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
 from attnbook.exercises.ch12 import check_cross_entropy_grad, check_torch_attention
-from attnbook.exercises.ch13 import check_encoder_block_parameters, check_layer_norm
+from attnbook.exercises.ch13 import check_layer_norm_columns, check_pre_norm_block
 from attnbook.exercises.ch14 import check_decoder_self_mask, check_shift_right
 from attnbook.exercises.ch15 import (
     check_gpt_forward,
@@ -58,10 +58,9 @@ __all__ = [
     "check_cross_entropy_grad",
     "check_decoder_self_mask",
     "check_encode_positions",
-    "check_encoder_block_parameters",
     "check_gpt_forward",
     "check_gpt_parameters",
-    "check_layer_norm",
+    "check_layer_norm_columns",
     "check_local_mask",
     "check_logsumexp",
     "check_masked_attention",
@@ -72,6 +71,7 @@ __all__ = [
     "check_offset_between",
     "check_offset_weights",
     "check_pairwise_cosine_similarity",
+    "check_pre_norm_block",
     "check_self_attention",
     "check_shift_right",
     "check_single_query_attention",
