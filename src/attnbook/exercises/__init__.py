@@ -3,7 +3,8 @@
 Each ``check_*`` is a ``Checker``: call it with the learner's function (``check_softmax_rows(softmax_rows)``)
 and it runs that function on fixed and random cases against the package's own implementation, and
 returns a ``Verdict`` that reads as a short sentence in the notebook. Its docstring is the exercise's
-contract, so ``help(check_softmax_rows)`` or ``check_softmax_rows?`` says what the function must take and return.
+contract, so ``help(check_softmax_rows)`` or ``check_softmax_rows?`` says what the function must take and
+return.
 """
 
 from attnbook._lazy import lazy_exports
@@ -18,7 +19,7 @@ from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated
 from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
 from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
-from attnbook.exercises.ch11 import check_shift_matrix, check_sinusoidal_encoding
+from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
 from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 
@@ -27,12 +28,14 @@ from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 _NEED_TORCH = {
     "check_cross_entropy_grad": "ch12",
     "check_torch_attention": "ch12",
-    "check_encoder_block_parameters": "ch13",
-    "check_layer_norm": "ch13",
+    "check_layer_norm_columns": "ch13",
+    "check_pre_norm_block": "ch13",
     "check_decoder_self_mask": "ch14",
     "check_shift_right": "ch14",
+    "check_gpt_forward": "ch15",
     "check_gpt_parameters": "ch15",
     "check_top_k_filter": "ch15",
+    "check_top_p_filter": "ch15",
     "check_smoothed_targets": "ch16",
     "check_warmup_cosine": "ch16",
     "check_attention_scores": "ch17",
@@ -72,28 +75,30 @@ __all__ = [
     "check_dilated_causal_conv",
     "check_dilated_mask",
     "check_distance_attention",
-    "check_encoder_block_parameters",
+    "check_encode_positions",
+    "check_gpt_forward",
     "check_gpt_parameters",
     "check_heads_attention",
     "check_kv_cache_bytes",
-    "check_layer_norm",
     "check_layer_norm_backward",
+    "check_layer_norm_columns",
     "check_log_softmax_rows",
     "check_loo_predictions",
     "check_masked_attention",
     "check_masked_loss",
     "check_mha_parameters",
     "check_most_frequent_pair",
+    "check_my_mha",
     "check_neighbours",
     "check_newton_schulz",
+    "check_offset_between",
     "check_polar_factor",
+    "check_pre_norm_block",
     "check_previous_token_score",
     "check_rms_norm",
     "check_running_normalizer",
     "check_scores_gradient",
-    "check_shift_matrix",
     "check_shift_right",
-    "check_sinusoidal_encoding",
     "check_smoothed_targets",
     "check_softmax_rows",
     "check_softmax_vjp",
@@ -102,6 +107,7 @@ __all__ = [
     "check_takeover_factor",
     "check_tiled_backward",
     "check_top_k_filter",
+    "check_top_p_filter",
     "check_torch_attention",
     "check_warmup_cosine",
     "check_window_mask",

@@ -1,59 +1,363 @@
-"""Checkers for the coding exercises of chapter 11 (positional encodings)."""
+"""Checkers for the coding exercises of chapter 11 (positional encodings), and Part I's capstone: a NumPy
+multi-head attention with masks, assembled from the learner's own parts and compared with
+``torch.nn.MultiheadAttention``."""
 
 from __future__ import annotations
 
 import numpy as np
 
+import attnbook.numpy as an
+from attnbook.exercises._capstone import PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.numpy import relative_position_map, sinusoidal_encoding
+from attnbook.numpy import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
+
+# --- encodings of any positions, any base --------------------------------------------------------------
 
 
-def _from_one(T: int, d_model: int) -> np.ndarray:
-    return sinusoidal_encoding(T + 1, d_model)[1:]
+def _encode_positions(positions: np.ndarray, d_model: int, base: float) -> np.ndarray:
+    return sinusoidal_encoding(int(np.max(positions)) + 1, d_model, base)[np.asarray(positions)]
 
 
-def _blocks(T: int, d_model: int) -> np.ndarray:
-    pe = sinusoidal_encoding(T, d_model)
-    return np.concatenate([pe[:, 0::2], pe[:, 1::2]], axis=1)
+# The typical mistakes may not call the forbidden functions either: they are built from this table.
+def _table(positions, d_model, base):
+    angles = np.asarray(positions, dtype=float)[:, None] * base ** (-np.arange(0, d_model, 2) / d_model)
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(len(angles), d_model)
 
 
-def _column_exponent(T: int, d_model: int) -> np.ndarray:
-    angles = np.arange(T)[:, None] / 10000 ** (np.arange(d_model)[None, :] / d_model)
+def _shifted_by_one(positions, d_model, base):
+    return _table(np.asarray(positions) + 1, d_model, base)
+
+
+def _base_ignored(positions, d_model, base):
+    return _table(positions, d_model, 10000.0)
+
+
+def _from_zero(positions, d_model, base):
+    return _table(np.arange(len(positions)), d_model, base)
+
+
+def _column_exponent(positions, d_model, base):
+    angles = np.asarray(positions)[:, None] / base ** (np.arange(d_model)[None, :] / d_model)
     return np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
 
 
-check_sinusoidal_encoding = Checker(
-    name="sinusoidal_encoding",
-    doc="Check ``fn(T, d_model) -> (T, d_model)``: the sinusoidal encoding, positions from 0.",
-    reference=sinusoidal_encoding,
-    cases=[Case(f"T={T}, d_model={d}", (T, d)) for T, d in ((4, 4), (3, 2), (10, 8), (50, 16))],
+check_encode_positions = Checker(
+    name="encode_positions",
+    doc="Check ``fn(positions, d_model, base) -> (len(positions), d_model)``: row ``j`` is the sinusoidal "
+        "encoding of position ``positions[j]`` with frequencies ``base ** (-2i / d_model)``.",
+    reference=_encode_positions,
+    cases=[Case(f"positions {p}, d_model={d}, base={b:g}", (np.array(p), d, b))
+           for p, d, b in (([3, 4, 5, 6], 4, 10000.0), ([7, 0, 7, 2], 6, 10000.0), ([0, 1, 2], 8, 100.0),
+                           ([500, 20, 1999], 16, 500.0))],
     mistakes=(
-        Mistake(_from_one, "positions start at 0: the first row is PE(0) = [0, 1, 0, 1, ...]."),
-        Mistake(_blocks, "sines and cosines alternate: column 2i is sin, column 2i + 1 is cos of the same angle."),
+        Mistake(_shifted_by_one, "positions count from 0 as given: position p's angles are p times the "
+                "frequencies, with no shift."),
+        Mistake(_base_ignored, "the base is an argument: the frequencies are base ** (-2i / d_model)."),
+        Mistake(_from_zero, "encode the positions given, not 0, 1, 2, ...: the first row is PE(positions[0])."),
         Mistake(_column_exponent, "the exponent is 2i / d_model with i the pair index, the same for columns 2i "
-                "and 2i+1."),
+                "and 2i + 1."),
     ),
+    forbidden=(sinusoidal_encoding, relative_position_map),
 )
 
 
-def _transposed(k: int, d_model: int) -> np.ndarray:
-    return relative_position_map(k, d_model).T
+# --- the offset between two encodings ----------------------------------------------------------------------
 
 
-def _first_pair_only(k: int, d_model: int) -> np.ndarray:
-    M = np.eye(d_model)
-    M[:2, :2] = relative_position_map(k, d_model)[:2, :2]
-    return M
+def _offset_between(u: np.ndarray, v: np.ndarray, d_model: int) -> int:
+    """The ``k`` with ``v = u @ M_k``, found by trying every ``k`` within the cases' range at once."""
+    ks = np.arange(-3000, 3001)[:, None]  # (K, 1)
+    angles = ks * sinusoidal_frequencies(d_model)  # (K, d_model / 2): each pair turned by k omega_i
+    s, c = np.sin(angles), np.cos(angles)
+    sines, cosines = u[0::2] * c + u[1::2] * s, u[1::2] * c - u[0::2] * s  # u @ M_k, pair by pair
+    errors = np.maximum(np.abs(sines - v[0::2]), np.abs(cosines - v[1::2])).max(axis=1)
+    return int(ks[np.argmin(errors), 0])
 
 
-check_shift_matrix = Checker(
-    name="shift_matrix",
-    doc="Check ``fn(k, d_model) -> (d_model, d_model)``: ``M`` with ``PE[pos + k] = PE[pos] @ M``.",
-    reference=relative_position_map,
-    cases=[Case(f"k={k}, d_model={d}", (k, d)) for k, d in ((1, 2), (3, 4), (-2, 4), (10, 8))],
+def _offset_cases() -> list[Case]:
+    cases = []
+    for a, b, d in ((0, 1, 8), (5, 2, 8), (10, 10, 4), (3, 1200, 16), (2500, 7, 16), (100, 2999, 32), (40, 47, 4)):
+        pe = sinusoidal_encoding(max(a, b) + 1, d)
+        cases.append(Case(f"u = PE({a}), v = PE({b}), d_model={d}", (pe[a], pe[b], d)))
+    return cases
+
+
+def _fastest_pair(u, v, d_model):
+    w = sinusoidal_frequencies(d_model)[0]
+    turn = np.arctan2(v[0], v[1]) - np.arctan2(u[0], u[1])
+    return int(np.round(np.angle(np.exp(1j * turn)) / w))
+
+
+def _slowest_pair(u, v, d_model):
+    w = 10000.0 ** (-(d_model - 2) / d_model)
+    turn = np.arctan2(v[-2], v[-1]) - np.arctan2(u[-2], u[-1])
+    return int(np.round(np.angle(np.exp(1j * turn)) / w))
+
+
+def _unsigned(u, v, d_model):
+    return abs(_slowest_pair(u, v, d_model))
+
+
+def _reversed(u, v, d_model):
+    return -_slowest_pair(u, v, d_model)
+
+
+check_offset_between = Checker(
+    name="offset_between",
+    doc="Check ``fn(u, v, d_model) -> int``: the offset ``k`` (positive or negative) with ``u = PE(a)``, "
+        "``v = PE(a + k)``, for the usual base 10000, ``|k|`` up to a few thousand.",
+    reference=_offset_between,
+    cases=_offset_cases(),
     mistakes=(
-        Mistake(_transposed, "that rotates the wrong way (by -k): in the row convention PE(pos) @ M must give "
-                "(sin(a + b), cos(a + b))."),
-        Mistake(_first_pair_only, "every frequency needs its own 2 x 2 rotation, by the angle k * omega_i."),
+        Mistake(_fastest_pair, "the fastest pair turns by a whole radian per position and so comes back to the "
+                "same angle every 2 pi positions: it cannot tell offsets 2 pi apart. Which pair turns slowly "
+                "enough to be unambiguous?"),
+        Mistake(_unsigned, "the offset has a sign: from PE(5) to PE(2) is -3."),
+        Mistake(_reversed, "the offset goes from u to v: v = PE(a + k) when u = PE(a)."),
     ),
+    forbidden=(relative_position_map,),
+)
+
+
+# --- capstone: multi-head attention from one's own parts --------------------------------------------------
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    return an.softmax(x, axis=-1)
+
+
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    return an.scaled_dot_product_attention(q, k, v, mask)[0]
+
+
+def _split(x: np.ndarray, n_heads: int) -> np.ndarray:
+    return an.split_heads(x, n_heads)
+
+
+def _merge(x: np.ndarray) -> np.ndarray:
+    return an.merge_heads(x)
+
+
+def _softmax_cases() -> list[Case]:
+    g = np.random.default_rng(1101)
+    return [Case("[[1, 2, 3], [0, 0, 0]]", (np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]),)),
+            Case("[[1000, 1001, 999]] (large scores)", (np.array([[1000.0, 1001.0, 999.0]]),)),
+            Case("[[2, -inf, 0]] (a masked score)", (np.array([[2.0, -np.inf, 0.0]]),)),
+            Case("random (2, 3, 5)", (g.normal(size=(2, 3, 5)),))]
+
+
+def _attention_cases() -> list[Case]:
+    g = np.random.default_rng(1102)
+    causal = np.tril(np.ones((4, 4), dtype=bool))
+    keep = np.array([[True] * 5, [True, True, True, False, False]])
+    return [
+        Case("q, k, v of shapes (3, 4), (5, 4), (5, 2), no mask",
+             (g.normal(size=(3, 4)), g.normal(size=(5, 4)), g.normal(size=(5, 2)), None)),
+        Case("self-attention (4, 6) with a causal (4, 4) mask", (*(g.normal(size=(4, 6)) for _ in range(3)), causal)),
+        Case("heads (2, 3, 4, 2) to keys (2, 3, 5, 2), padding mask (2, 1, 1, 5)",
+             (g.normal(size=(2, 3, 4, 2)), g.normal(size=(2, 3, 5, 2)), g.normal(size=(2, 3, 5, 2)),
+              keep[:, None, None, :])),
+    ]
+
+
+# The typical mistakes, built without the package's functions (which the checkers forbid).
+def _no_shift(x):
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _stable(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _first_axis(x):
+    return _stable(x, axis=0)
+
+
+def _attend(q, k, v, mask, scale=True):
+    scores = q @ np.swapaxes(k, -1, -2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
+    return _stable(scores if mask is None else np.where(mask, scores, -np.inf)) @ v
+
+
+def _unscaled_attention(q, k, v, mask):
+    return _attend(q, k, v, mask, scale=False)
+
+
+def _inverted_mask(q, k, v, mask):
+    return _attend(q, k, v, None if mask is None else ~np.asarray(mask))
+
+
+def _weights_zeroed(q, k, v, mask):
+    w = _stable(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
+    return (w if mask is None else w * mask) @ v
+
+
+def _reshaped_heads(x, n_heads):
+    *batch, T, d = x.shape
+    return x.reshape(*batch, n_heads, T, d // n_heads)
+
+
+def _reshaped_back(x):
+    *batch, h, T, dh = x.shape
+    return x.reshape(*batch, T, h * dh)
+
+
+def _split_by_columns(x, n_heads):
+    *batch, T, d = x.shape
+    return np.swapaxes(x.reshape(*batch, T, n_heads, d // n_heads), -3, -2)
+
+
+def _merge_by_columns(x):
+    *batch, h, T, dh = x.shape
+    return np.swapaxes(x, -3, -2).reshape(*batch, T, h * dh)
+
+
+_PART_CHECKERS = (
+    ("my_softmax", Checker(
+        name="my_softmax", doc="Check ``fn(x) -> x.shape``: the softmax over the last axis.",
+        reference=_softmax, cases=_softmax_cases(),
+        mistakes=(Mistake(_no_shift, "subtract each row's largest score first: exp(1000) overflows."),
+                  Mistake(_first_axis, "normalise over the last axis, one distribution per row.")),
+        forbidden=(an.softmax, an.masked_softmax))),
+    ("my_attention", Checker(
+        name="my_attention",
+        doc="Check ``fn(q, k, v, mask) -> (..., T_q, d_v)``: scaled dot-product attention; ``mask`` boolean, "
+            "True where allowed, broadcastable to ``(..., T_q, T_k)``, or None.",
+        reference=_attention, cases=_attention_cases(),
+        mistakes=(Mistake(_unscaled_attention, "divide the scores by sqrt(d_k) (chapter 6)."),
+                  Mistake(_inverted_mask, "True in the mask means allowed: forbidden scores become -inf."),
+                  Mistake(_weights_zeroed, "mask the scores before the softmax (-inf), so that the allowed "
+                          "weights still sum to 1.")),
+        forbidden=(an.scaled_dot_product_attention, an.masked_softmax, an.attention_with))),
+    ("my_split_heads", Checker(
+        name="my_split_heads", doc="Check ``fn(x, n_heads) -> (B, n_heads, T, d_head)`` from ``(B, T, d_model)``.",
+        reference=_split,
+        cases=[Case("x (2, 5, 8), 2 heads", (np.arange(80.0).reshape(2, 5, 8), 2)),
+               Case("x (1, 3, 12), 3 heads", (np.arange(36.0).reshape(1, 3, 12), 3))],
+        mistakes=(Mistake(_reshaped_heads, "head i takes columns i * d_head onwards of every position: split the "
+                          "last axis into (n_heads, d_head), then swap the heads in front of the positions."),),
+        forbidden=(an.split_heads,))),
+    ("my_merge_heads", Checker(
+        name="my_merge_heads", doc="Check ``fn(x) -> (B, T, n_heads * d_head)`` from ``(B, n_heads, T, d_head)``.",
+        reference=_merge,
+        cases=[Case("x (2, 2, 5, 4)", (np.arange(80.0).reshape(2, 2, 5, 4),)),
+               Case("x (1, 3, 2, 4)", (np.arange(24.0).reshape(1, 3, 2, 4),))],
+        mistakes=(Mistake(_reshaped_back, "undo the split in reverse: swap the heads back behind the positions "
+                          "before joining them into one axis."),),
+        forbidden=(an.merge_heads,))),
+)
+
+
+def _torch_mha(weights: dict[str, np.ndarray], n_heads: int):
+    import torch  # only here: chapter 11's other checkers import without PyTorch
+
+    d = weights["out_proj.weight"].shape[0]
+    mha = torch.nn.MultiheadAttention(d, n_heads, bias=True, batch_first=True, dtype=torch.float64)
+    mha.load_state_dict({k: torch.as_tensor(np.asarray(v, dtype=np.float64)) for k, v in weights.items()})
+    return mha.eval()
+
+
+def _mha(query: np.ndarray, key: np.ndarray, value: np.ndarray, weights: dict[str, np.ndarray], n_heads: int,
+         keep: np.ndarray | None = None, causal: bool = False) -> np.ndarray:
+    """``torch.nn.MultiheadAttention`` with these weights, on NumPy arrays: the output ``(B, T_q, d_model)``."""
+    import torch
+
+    mha = _torch_mha(weights, n_heads)
+    q, k, v = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in (query, key, value))
+    T_q, T_k = q.shape[1], k.shape[1]
+    # PyTorch's boolean masks are True where attention is forbidden: the opposite of this book's.
+    padding = None if keep is None else ~torch.as_tensor(np.asarray(keep, dtype=bool))
+    future = torch.ones(T_q, T_k, dtype=torch.bool).triu(1) if causal else None
+    out, _ = mha(q, k, v, key_padding_mask=padding, attn_mask=future, need_weights=True)  # the ordinary path
+    return out.detach().numpy()
+
+
+def _random_weights(g: np.random.Generator, d: int) -> dict[str, np.ndarray]:
+    return {"in_proj_weight": g.normal(size=(3 * d, d)) / np.sqrt(d), "in_proj_bias": 0.3 * g.normal(size=3 * d),
+            "out_proj.weight": g.normal(size=(d, d)) / np.sqrt(d), "out_proj.bias": 0.3 * g.normal(size=d)}
+
+
+def _mha_cases() -> list[Case]:
+    g = np.random.default_rng(1103)
+    cases = []
+    for label, B, T_q, T_k, d, h, lengths, causal, same in (
+        ("self-attention, lengths 5 and 3, causal", 2, 5, 5, 8, 2, (5, 3), True, True),
+        ("self-attention, lengths 4, 2 and 1, no causal mask", 3, 4, 4, 12, 3, (4, 2, 1), False, True),
+        ("cross-attention, 3 queries to 6 keys, key lengths 6 and 4", 2, 3, 6, 8, 4, (6, 4), False, False),
+        ("attention without masks, one head, keys differ from values", 2, 4, 3, 6, 1, None, False, False),
+    ):
+        query = g.normal(size=(B, T_q, d))
+        key = query.copy() if same else g.normal(size=(B, T_k, d))
+        value = key.copy() if same or lengths else g.normal(size=(B, T_k, d))
+        keep = None if lengths is None else np.arange(T_k)[None, :] < np.array(lengths)[:, None]
+        cases.append(Case(f"{label} (B={B}, d_model={d}, {h} heads)",
+                          (query, key, value, _random_weights(g, d), h, keep, causal)))
+    return cases
+
+
+def _mha_variant(query, key, value, weights, n_heads, keep=None, causal=False, *, transpose=True, biases=True,
+                 scale=True, keep_means_forbidden=False, heads_by_reshape=False):
+    """Multi-head attention in NumPy with one thing changed: the typical mistakes."""
+    d = weights["out_proj.weight"].shape[0]
+    W, b = weights["in_proj_weight"], weights["in_proj_bias"] if biases else np.zeros(3 * d)
+    Wo, bo = weights["out_proj.weight"], weights["out_proj.bias"] if biases else np.zeros(d)
+    if not transpose:
+        W, Wo = np.concatenate([w.T for w in np.split(W, 3)]), Wo.T
+    q, k, v = (x @ w.T + bb for x, w, bb in zip((query, key, value), np.split(W, 3), np.split(b, 3), strict=True))
+    split = _reshaped_heads if heads_by_reshape else _split_by_columns
+    merge = _reshaped_back if heads_by_reshape else _merge_by_columns
+    q, k, v = (split(x, n_heads) for x in (q, k, v))
+    mask = np.ones((q.shape[-2], k.shape[-2]), dtype=bool)
+    if keep is not None:
+        mask = mask & (~keep if keep_means_forbidden else keep)[:, None, None, :]
+    if causal:
+        mask = mask & np.tril(np.ones(mask.shape[-2:], dtype=bool))
+    out = _attend(q, k, v, mask, scale)
+    return merge(out) @ Wo.T + bo
+
+
+def _not_transposed(*args):
+    return _mha_variant(*args, transpose=False)
+
+
+def _no_biases(*args):
+    return _mha_variant(*args, biases=False)
+
+
+def _unscaled_mha(*args):
+    return _mha_variant(*args, scale=False)
+
+
+def _keep_inverted(*args):
+    return _mha_variant(*args, keep_means_forbidden=True)
+
+
+def _heads_reshaped(*args):
+    return _mha_variant(*args, heads_by_reshape=True)
+
+
+check_my_mha = PartsChecker(
+    name="my_mha",
+    doc="Check ``fn(query, key, value, weights, n_heads, keep=None, causal=False) -> (B, T_q, d_model)``: "
+        "multi-head attention as ``torch.nn.MultiheadAttention`` computes it with the weights of the dict "
+        "``weights`` (its state dict as NumPy arrays); ``keep`` ``(B, T_k)`` is True for real keys, ``causal`` "
+        "lets query i see keys j <= i. Pass a dict of your parts (``my_softmax``, ``my_attention``, "
+        "``my_split_heads``, ``my_merge_heads``, ``my_mha``) to have each checked before the whole.",
+    reference=_mha,
+    cases=_mha_cases(),
+    mistakes=(
+        Mistake(_not_transposed, "PyTorch stores a projection as (d_out, d_in) and computes x W^T + b: use the "
+                "transposes of in_proj_weight's three blocks and of out_proj.weight."),
+        Mistake(_no_biases, "in_proj_bias holds the biases of q, k and v (in that order), and out_proj.bias the "
+                "output's."),
+        Mistake(_unscaled_mha, "scale each head's scores by 1 / sqrt(d_head), d_head = d_model / n_heads."),
+        Mistake(_keep_inverted, "keep is True for real tokens: those are the keys a query may attend to."),
+        Mistake(_heads_reshaped, "head i takes columns i * d_head onwards: split the last axis, then move the "
+                "heads in front of the positions (and back before merging)."),
+    ),
+    forbidden=(an.multi_head_attention, an.scaled_dot_product_attention, an.masked_softmax, an.softmax,
+               an.split_heads, an.merge_heads, an.attention_with, "torch.nn.MultiheadAttention.forward",
+               "torch.nn.functional.multi_head_attention_forward", "torch.nn.functional.scaled_dot_product_attention"),
+    parts=_PART_CHECKERS,
 )

@@ -3,71 +3,154 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.torch import EncoderBlock, layer_norm
+from attnbook.torch import EncoderBlock, LayerNorm, layer_norm
+
+# --- layer norm over the features of a channels-first array -------------------------------------------------
+
+
+def _ln_columns(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float) -> torch.Tensor:
+    return layer_norm(x.transpose(-1, -2), gamma, beta, eps).transpose(-1, -2)
 
 
 def _ln_cases() -> list[Case]:
     g = torch.Generator().manual_seed(1301)
-    cases = [Case("x=[[1, 2, 3, 4]], gamma=1, beta=0", (torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64),
-                                                        torch.ones(4, dtype=torch.float64),
-                                                        torch.zeros(4, dtype=torch.float64), 1e-5))]
-    for shape in ((3, 6), (2, 4, 8)):
-        x = torch.randn(*shape, generator=g, dtype=torch.float64) * 3 + 1
-        gamma = torch.randn(shape[-1], generator=g, dtype=torch.float64)
-        beta = torch.randn(shape[-1], generator=g, dtype=torch.float64)
-        cases.append(Case(f"random x {shape}, random gamma and beta", (x, gamma, beta, 1e-5)))
+    f64 = torch.float64
+    cases = [Case("x=[[[1], [2], [3], [4]]] (one position, d=4), gamma=1, beta=0",
+                  (torch.tensor([[[1.0], [2.0], [3.0], [4.0]]], dtype=f64), torch.ones(4, dtype=f64),
+                   torch.zeros(4, dtype=f64), 1e-5))]
+    for B, d, T in ((2, 6, 3), (3, 4, 4), (2, 8, 5)):
+        x = torch.randn(B, d, T, generator=g, dtype=f64) * 3 + 1
+        cases.append(Case(f"random x (B={B}, d={d}, T={T}), random gamma and beta",
+                          (x, torch.randn(d, generator=g, dtype=f64), torch.randn(d, generator=g, dtype=f64), 1e-5)))
     return cases
 
 
-def _unbiased(x, gamma, beta, eps):
+def _over_positions(x, gamma, beta, eps):
     mean = x.mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) * gamma + beta
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma[:, None] + beta[:, None]
 
 
-def _wrong_axis(x, gamma, beta, eps):
-    mean = x.mean(0, keepdim=True)
-    var = x.var(0, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+def _unbiased(x, gamma, beta, eps):
+    mean = x.mean(-2, keepdim=True)
+    var = x.var(-2, keepdim=True, unbiased=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma[:, None] + beta[:, None]
 
 
-def _no_affine(x, gamma, beta, eps):
-    return layer_norm(x, torch.ones_like(gamma), torch.zeros_like(beta), eps)
+def _gamma_along_positions(x, gamma, beta, eps):
+    mean = x.mean(-2, keepdim=True)
+    var = ((x - mean) ** 2).mean(-2, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta  # broadcasts along T: right only when T == d
 
 
-check_layer_norm = Checker(
-    name="layer_norm",
-    doc="Check ``fn(x, gamma, beta, eps) -> x.shape``: layer normalisation over the last axis.",
-    reference=layer_norm,
+check_layer_norm_columns = Checker(
+    name="layer_norm_columns",
+    doc="Check ``fn(x, gamma, beta, eps) -> x.shape``: layer normalisation of ``x`` ``(B, d, T)``, whose "
+        "features are on axis -2 (one column per position); ``gamma``, ``beta`` ``(d,)``.",
+    reference=_ln_columns,
     cases=_ln_cases(),
     mistakes=(
-        Mistake(_unbiased, "layer norm divides by d, not d - 1: use the biased variance (unbiased=False)."),
-        Mistake(_wrong_axis, "normalise each vector, over its features: the last axis (dim=-1)."),
-        Mistake(_no_affine, "after normalising, scale by gamma and shift by beta."),
+        Mistake(_over_positions, "the features are on axis -2 here: normalise each column (one position's "
+                "d features), not each row."),
+        Mistake(_unbiased, "layer norm divides by d, not d - 1: use the biased variance."),
+        Mistake(_gamma_along_positions, "gamma and beta have one entry per feature, and the features run down "
+                "axis -2: give them a trailing axis of length 1 so that they broadcast along the positions."),
     ),
+    forbidden=(layer_norm, LayerNorm.forward, F.layer_norm, torch.layer_norm, torch.nn.LayerNorm.forward),
 )
 
 
-def _block_params(d_model: int, d_ff: int) -> int:
-    return sum(p.numel() for p in EncoderBlock(d_model, 1, d_ff).parameters())
+# --- debugging a pre-norm block ---------------------------------------------------------------------------
 
 
-def _no_norms(d_model: int, d_ff: int) -> int:
-    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model
+class BlockParts:
+    """The four parts of an encoder block, as functions: ``norm1(x)``, ``attn(q_in, kv_in, mask)`` (the
+    attention's output only), ``norm2(x)`` and ``ff(x)``. Two are equal when their weights are."""
+
+    def __init__(self, block: EncoderBlock) -> None:
+        self._block = block
+
+    def norm1(self, x: torch.Tensor) -> torch.Tensor:
+        return self._block.norm1(x)
+
+    def attn(self, q_in: torch.Tensor, kv_in: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self._block.attn(q_in, kv_in, mask=mask)[0]
+
+    def norm2(self, x: torch.Tensor) -> torch.Tensor:
+        return self._block.norm2(x)
+
+    def ff(self, x: torch.Tensor) -> torch.Tensor:
+        return self._block.ff(x)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BlockParts):
+            return NotImplemented
+        mine, theirs = self._block.state_dict(), other._block.state_dict()
+        return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+    __hash__ = None  # equal by value, so not hashable
+
+    def __repr__(self) -> str:
+        return f"BlockParts(d_model={self._block.norm1.gamma.shape[0]})"
 
 
-def _no_ffn_bias(d_model: int, d_ff: int) -> int:
-    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_ff + 4 * d_model
+def _pre_norm_block(x: torch.Tensor, parts: BlockParts, mask: torch.Tensor | None) -> torch.Tensor:
+    with torch.no_grad():
+        return parts._block(x, mask)
 
 
-check_encoder_block_parameters = Checker(
-    name="encoder_block_parameters",
-    doc="Check ``fn(d_model, d_ff) -> int``: the parameters of one encoder block.",
-    reference=_block_params,
-    cases=[Case(f"d_model={d}, d_ff={f}", (d, f)) for d, f in ((8, 32), (512, 2048), (64, 100))],
+def _block_cases() -> list[Case]:
+    cases = []
+    for seed, (B, T, d, h, d_ff, lengths) in enumerate(((2, 5, 8, 2, 16, (5, 3)), (1, 4, 12, 3, 24, None),
+                                                        (3, 6, 8, 4, 32, (6, 6, 2)))):
+        torch.manual_seed(1302 + seed)
+        block = EncoderBlock(d, h, d_ff, norm_first=True).double()
+        with torch.no_grad():
+            for p in block.parameters():  # norms and biases away from 1 and 0, so that each counts
+                if p.dim() == 1:
+                    p.add_(0.3 * torch.randn_like(p))
+        x = 2 * torch.randn(B, T, d, dtype=torch.float64)
+        keep = None if lengths is None else torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T)
+        mask = None if keep is None else keep[:, None, :]  # (B, 1, T): the same keys for every query
+        label = (f"a pre-norm block (d_model={d}, {h} heads, d_ff={d_ff}), x ({B}, {T}, {d}), "
+                 + ("no mask" if mask is None else f"padding mask, lengths {lengths}"))
+        cases.append(Case(label, (x, BlockParts(block), mask)))
+    return cases
+
+
+def _buggy(x, block, mask):
+    h = block.norm1(x)
+    h = h + block.attn(h, h, mask)
+    return h + block.ff(block.norm2(h))
+
+
+def _post_norm(x, block, mask):
+    x = block.norm1(x + block.attn(x, x, mask))
+    return block.norm2(x + block.ff(x))
+
+
+def _one_norm(x, block, mask):
+    h = block.norm1(x)
+    x = x + block.attn(h, h, mask)
+    return x + block.ff(block.norm1(x))
+
+
+check_pre_norm_block = Checker(
+    name="pre_norm_block",
+    doc="Check ``fn(x, block, mask) -> (B, T, d_model)``: the output of a pre-norm encoder block for ``x`` "
+        "``(B, T, d_model)`` and a boolean ``mask`` (True where allowed, or None), computed from the block's "
+        "parts ``block.norm1(x)``, ``block.attn(q_in, kv_in, mask)``, ``block.norm2(x)`` and ``block.ff(x)``.",
+    reference=_pre_norm_block,
+    cases=_block_cases(),
     mistakes=(
-        Mistake(_no_norms, "each of the two layer norms has a gamma and a beta of d_model numbers."),
-        Mistake(_no_ffn_bias, "the feed-forward layers have biases too: d_ff for the first, d_model for the second."),
+        Mistake(_buggy, "the residual stream carries x itself: add each sublayer's output to the block's input, "
+                "not to its normalised copy, which exists only to feed the sublayer."),
+        Mistake(_post_norm, "this block is pre-norm: the norm comes before each sublayer, and the stream itself is "
+                "never normalised."),
+        Mistake(_one_norm, "each sublayer has its own norm: norm2 before the feed-forward network."),
     ),
+    forbidden=(EncoderBlock.forward,),
 )
