@@ -126,8 +126,10 @@ def run_pair(chapter: nbformat.NotebookNode, student: nbformat.NotebookNode) -> 
     """
     n_student = len(student.cells)
     tail = copy.deepcopy(chapter_tail(chapter, student))
-    for cell in tail:  # a cell never reached must not show the chapter's stored outputs
+    for i, cell in enumerate(tail):  # a cell never reached must not show the chapter's stored outputs
         cell.outputs, cell.execution_count = [], None
+        if "id" in cell:
+            cell["id"] = f"chapter-tail-{i}"  # the student version holds the same ids: keep them unique
     nb = nbformat.v4.new_notebook(cells=student.cells + tail, metadata=student.metadata)
     try:
         _client(nb).execute()  # cells tagged raises-exception may raise; nothing else may
