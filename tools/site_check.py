@@ -36,7 +36,7 @@ CONSOLE_ALLOW = [
 ]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
-SEARCH_WORD, SEARCH_PAGE = "logsumexp", "notebooks/02_softmax.html"
+SEARCH_WORD, SEARCH_PAGE = "underflow", "notebooks/02_softmax.html"
 SKIP = ("genindex.html", "search.html", "_static/", "_sources/", "_images/", "_sphinx_design_static/")
 
 
