@@ -107,3 +107,11 @@ def test_the_command_says_what_it_needs_without_torch():
     done = run_without_torch("from attnbook.__main__ import main; main([]); main(['--version'])")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "need PyTorch" in done.stdout and f"attnbook {attnbook.__version__}" in done.stdout
+
+
+def test_the_exercises_package_exports_every_checker():
+    # src/attnbook/exercises/__init__.py is written by tools/exercises_init.py from the chapters' modules
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.exercises_init", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -23,8 +23,8 @@ from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_
 from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 
-# The checkers of the PyTorch chapters (and of chapters 20 and 23, which use PyTorch's tensors): imported on
-# first use, so that the NumPy chapters' checkers work where PyTorch is not installed.
+# The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
+# chapters' checkers work where PyTorch is not installed.
 _NEED_TORCH = {
     "check_cross_entropy_grad": "ch12",
     "check_torch_attention": "ch12",
