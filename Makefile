@@ -5,9 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHAPTERS := $(wildcard notebooks/[0-9][0-9]_*.ipynb)
 NB ?=
-# pytest-xdist runs test files JOBS at a time. The chapters run one at a time: chapters 17, 18, 20 and 25
-# set torch to two threads, and two kernels sharing two cores slow each other many times over.
+# pytest-xdist runs test files JOBS at a time, and the chapters JOBS at a time with one thread each (their
+# outputs hold with one thread: test-portable runs them so), latest chapters first since they take longest.
+# The chapters that set torch to two threads run after them, one at a time: two such kernels sharing two
+# cores slow each other several times over.
 JOBS ?= 2
+SERIAL_CHAPTERS := $(shell grep -l 'set_num_threads(2)' $(CHAPTERS))
+PARALLEL_CHAPTERS := $(filter-out $(SERIAL_CHAPTERS),$(shell ls -r $(CHAPTERS)))
 PYTEST_FLAGS ?=
 # Tests marked slow (every student version, run top to bottom) are left out of make test; make test-slow
 # runs them, and .ci/run runs the student versions in make colab-check.
@@ -76,12 +80,15 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# Both print the seconds each test file (each chapter) took, so that a run says where its time went.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) -m "$(PYTEST_MARK)" $(PYTEST_FLAGS) tests
+	$(BIN)/python -m pytest -n $(JOBS) -m "$(PYTEST_MARK)" -p tools.durations_by_file $(PYTEST_FLAGS) tests
 
+NBVAL := $(BIN)/python -m pytest --nbval --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
+	-p no:cacheprovider -p tools.durations_by_file
 nbval: $(STAMP)
-	$(BIN)/python -m pytest --nbval --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
-		-p no:cacheprovider $(CHAPTERS)
+	$(if $(PARALLEL_CHAPTERS),OMP_NUM_THREADS=1 $(NBVAL) -n $(JOBS) --dist loadfile $(PARALLEL_CHAPTERS))
+	$(if $(SERIAL_CHAPTERS),$(NBVAL) $(SERIAL_CHAPTERS))
 	$(BIN)/python -m tools.nbval_report
 
 # The same tests on "another machine": a cell that passes only with this machine's rounding fails here.

@@ -149,18 +149,31 @@ def run_pair(chapter: nbformat.NotebookNode, student: nbformat.NotebookNode) -> 
     return None, None
 
 
-def _run(path: Path) -> tuple[Path, str | None, str | None, float]:
+def two_thread(path: Path) -> bool:
+    """Whether a chapter sets torch to two threads (it then runs alone: see ``main``)."""
+    return "set_num_threads(2)" in path.read_text()
+
+
+def _run(path: Path, one_thread: bool = False) -> tuple[Path, str | None, str | None, float]:
+    # a kernel inherits this process's environment: run side by side, each kernel gets one thread
+    if one_thread:
+        os.environ["OMP_NUM_THREADS"] = "1"
     start = time.perf_counter()
     student, chapter = run_both(path)
     return path, student, chapter, time.perf_counter() - start
 
 
+def _run_one_thread(path: Path) -> tuple[Path, str | None, str | None, float]:
+    return _run(path, one_thread=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    # One at a time: chapters 17, 18, 20 and 25 set torch to two threads, and two kernels sharing two cores
-    # slow each other several times over (chapters 17 and 18 side by side: 208 s and 368 s, against
+    # The chapters run JOBS at a time with one thread each, latest first (they take longest); the chapters
+    # that set torch to two threads (17, 18, 20 and 25) run after them one at a time: two such kernels sharing
+    # two cores slow each other several times over (chapters 17 and 18 side by side: 208 s and 368 s, against
     # about 55 s and 110 s alone).
-    parser.add_argument("--jobs", type=int, default=1, help="notebooks run at once (default 1)")
+    parser.add_argument("--jobs", type=int, default=2, help="chapters run at once, one thread each (default 2)")
     parser.add_argument("paths", nargs="*", help="chapters (default: all); their student versions run too")
     args = parser.parse_args(argv)
     chapters = [Path(p).resolve() for p in args.paths] or chapter_notebooks()
@@ -180,16 +193,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     failed = {"chapter": 0, "student": 0}
+    side_by_side = sorted((p for p in chapters if not two_thread(p)), reverse=True)
+    alone = [p for p in chapters if two_thread(p)]
+
+    def report(path: Path, student: str | None, chapter: str | None, seconds: float) -> None:
+        name = path.relative_to(NOTEBOOKS)
+        if student is None and chapter is None:
+            print(f"ok   {name} and its student version ({seconds:.0f} s)", flush=True)
+        for kind, problem in (("student", student), ("chapter", chapter)):
+            if problem is not None:
+                failed[kind] += 1
+                label = student_path(path).relative_to(NOTEBOOKS) if kind == "student" else name
+                print(f"FAIL {label} ({seconds:.0f} s): {problem}", flush=True)
+
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for path, student, chapter, seconds in pool.map(_run, chapters):
-            name = path.relative_to(NOTEBOOKS)
-            if student is None and chapter is None:
-                print(f"ok   {name} and its student version ({seconds:.0f} s)", flush=True)
-            for kind, problem in (("student", student), ("chapter", chapter)):
-                if problem is not None:
-                    failed[kind] += 1
-                    label = student_path(path).relative_to(NOTEBOOKS) if kind == "student" else name
-                    print(f"FAIL {label} ({seconds:.0f} s): {problem}", flush=True)
+        for result in pool.map(_run_one_thread, side_by_side):
+            report(*result)
+    with ProcessPoolExecutor(max_workers=1) as pool:  # a fresh process: this one's environment untouched
+        for result in pool.map(_run, alone):
+            report(*result)
     n = m = len(chapters)
     print(f"colab check: chapters {n - failed['chapter']} passed, {failed['chapter']} failed; "
           f"student versions {m - failed['student']} passed, {failed['student']} failed "
