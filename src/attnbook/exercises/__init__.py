@@ -20,7 +20,7 @@ from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attent
 from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
 from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
-from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
+from attnbook.exercises.ch19 import check_attention_backward, check_tied_head_grad
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
@@ -80,7 +80,6 @@ __all__ = [
     "check_gpt_parameters",
     "check_heads_attention",
     "check_kv_cache_bytes",
-    "check_layer_norm_backward",
     "check_layer_norm_columns",
     "check_log_softmax_rows",
     "check_loo_predictions",
@@ -105,6 +104,7 @@ __all__ = [
     "check_solve_analogies",
     "check_swiglu",
     "check_takeover_factor",
+    "check_tied_head_grad",
     "check_tiled_backward",
     "check_top_k_filter",
     "check_top_p_filter",
