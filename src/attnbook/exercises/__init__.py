@@ -26,8 +26,8 @@ from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
 # chapters' checkers work where PyTorch is not installed.
 _NEED_TORCH = {
-    "check_cross_entropy_grad": "ch12",
-    "check_torch_attention": "ch12",
+    "check_attention_blocked": "ch12",
+    "check_smoothed_ce_grad": "ch12",
     "check_layer_norm_columns": "ch13",
     "check_pre_norm_block": "ch13",
     "check_influence_by_rows": "ch14",
@@ -62,6 +62,7 @@ __all__ = [
     "check_apply_rotary",
     "check_attend_to_others",
     "check_attention_backward",
+    "check_attention_blocked",
     "check_attention_entropy",
     "check_attention_scores",
     "check_batched_additive_scores",
@@ -70,7 +71,6 @@ __all__ = [
     "check_blockwise_attention",
     "check_cache_causal_mask",
     "check_correlated_scale",
-    "check_cross_entropy_grad",
     "check_dilated_causal_conv",
     "check_dilated_mask",
     "check_distance_attention",
@@ -98,6 +98,7 @@ __all__ = [
     "check_rms_norm",
     "check_running_normalizer",
     "check_scores_gradient",
+    "check_smoothed_ce_grad",
     "check_smoothed_targets",
     "check_softmax_rows",
     "check_softmax_vjp",
@@ -108,7 +109,6 @@ __all__ = [
     "check_tiled_backward",
     "check_top_k_filter",
     "check_top_p_filter",
-    "check_torch_attention",
     "check_warmup_cosine",
     "check_window_mask",
 ]
