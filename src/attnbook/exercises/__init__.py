@@ -20,18 +20,18 @@ from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attent
 from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
 from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
-from attnbook.exercises.ch19 import check_attention_backward, check_layer_norm_backward
+from attnbook.exercises.ch19 import check_attention_backward, check_tied_head_grad
 from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
 # chapters' checkers work where PyTorch is not installed.
 _NEED_TORCH = {
-    "check_cross_entropy_grad": "ch12",
-    "check_torch_attention": "ch12",
+    "check_attention_blocked": "ch12",
+    "check_smoothed_ce_grad": "ch12",
     "check_layer_norm_columns": "ch13",
     "check_pre_norm_block": "ch13",
-    "check_decoder_self_mask": "ch14",
-    "check_shift_right": "ch14",
+    "check_influence_by_rows": "ch14",
+    "check_packed_self_mask": "ch14",
     "check_gpt_forward": "ch15",
     "check_gpt_parameters": "ch15",
     "check_top_k_filter": "ch15",
@@ -62,6 +62,7 @@ __all__ = [
     "check_apply_rotary",
     "check_attend_to_others",
     "check_attention_backward",
+    "check_attention_blocked",
     "check_attention_entropy",
     "check_attention_scores",
     "check_batched_additive_scores",
@@ -70,8 +71,6 @@ __all__ = [
     "check_blockwise_attention",
     "check_cache_causal_mask",
     "check_correlated_scale",
-    "check_cross_entropy_grad",
-    "check_decoder_self_mask",
     "check_dilated_causal_conv",
     "check_dilated_mask",
     "check_distance_attention",
@@ -79,8 +78,8 @@ __all__ = [
     "check_gpt_forward",
     "check_gpt_parameters",
     "check_heads_attention",
+    "check_influence_by_rows",
     "check_kv_cache_bytes",
-    "check_layer_norm_backward",
     "check_layer_norm_columns",
     "check_log_softmax_rows",
     "check_loo_predictions",
@@ -92,23 +91,24 @@ __all__ = [
     "check_neighbours",
     "check_newton_schulz",
     "check_offset_between",
+    "check_packed_self_mask",
     "check_polar_factor",
     "check_pre_norm_block",
     "check_previous_token_score",
     "check_rms_norm",
     "check_running_normalizer",
     "check_scores_gradient",
-    "check_shift_right",
+    "check_smoothed_ce_grad",
     "check_smoothed_targets",
     "check_softmax_rows",
     "check_softmax_vjp",
     "check_solve_analogies",
     "check_swiglu",
     "check_takeover_factor",
+    "check_tied_head_grad",
     "check_tiled_backward",
     "check_top_k_filter",
     "check_top_p_filter",
-    "check_torch_attention",
     "check_warmup_cosine",
     "check_window_mask",
 ]

@@ -5,57 +5,128 @@ from __future__ import annotations
 import torch
 
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.torch import causal_mask, combine_masks, padding_mask
-from attnbook.training.seq2seq import shift_right
+from attnbook.torch import DecoderBlock, EncoderBlock, causal_mask
+
+# --- several documents packed into one row: causal within each document, nothing across them -------------
 
 
-def _shift_cases() -> list[Case]:
-    return [
-        Case("tgt=[[5, 6, 7]], bos_id=1", (torch.tensor([[5, 6, 7]]), 1)),
-        Case("tgt=[[5, 6, 7, 2], [8, 9, 2, 0]], bos_id=1", (torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]), 1)),
-        Case("tgt=[[4]], bos_id=3", (torch.tensor([[4]]), 3)),
-    ]
+def _packed(doc_ids):
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (B, T, T): query i and key j in one document
+    real_key = (doc_ids >= 0)[:, None, :]  # padding (id -1) is no document
+    return causal_mask(doc_ids.shape[1]) & same & real_key
 
 
-def _prepend(tgt, bos_id):
-    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], dim=1)
+def _packed_causal_only(doc_ids):
+    return causal_mask(doc_ids.shape[1]) & (doc_ids >= 0)[:, None, :]
 
 
-def _shift_left(tgt, bos_id):
-    return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], dim=1)
+def _packed_no_causal(doc_ids):
+    return (doc_ids[:, :, None] == doc_ids[:, None, :]) & (doc_ids >= 0)[:, None, :]
 
 
-check_shift_right = Checker(
-    name="shift_right",
-    doc="Check ``fn(tgt, bos_id) -> (B, T)``: the decoder input for teacher forcing.",
-    reference=shift_right,
-    cases=_shift_cases(),
+def _packed_pads_see_pads(doc_ids):
+    return causal_mask(doc_ids.shape[1]) & (doc_ids[:, :, None] == doc_ids[:, None, :])
+
+
+def _packed_upper(doc_ids):
+    return _packed(doc_ids).mT
+
+
+check_packed_self_mask = Checker(
+    name="packed_self_mask",
+    doc="Check ``fn(doc_ids) -> (B, T, T)`` booleans: the decoder's self-attention mask for documents packed "
+        "into rows, ``doc_ids`` ``(B, T)`` integers, -1 for padding.",
+    reference=_packed,
+    cases=[Case(f"doc_ids={ids}", (torch.tensor(ids),)) for ids in (
+        [[0, 0, 0]],
+        [[0, 0, 1, 1, 1]],
+        [[0, 1, 1, 2, -1, -1], [5, 5, 5, 5, 5, -1]],
+        [[3, 3, 4, 4, 4, 4, 7, -1]],
+    )],
     mistakes=(
-        Mistake(_prepend, "keep the length T: prepend bos_id and drop the last token."),
-        Mistake(_shift_left, "the decoder input runs one step behind the target: bos_id goes first, on the left."),
+        Mistake(_packed_causal_only, "a token must not see the end of the previous document packed before it: "
+                "keys of another document are not allowed."),
+        Mistake(_packed_no_causal, "within a document the mask is still causal: key j only where j <= i."),
+        Mistake(_packed_pads_see_pads, "padding (id -1) is no document: no query may attend to a padded key, "
+                "not even a padded query."),
+        Mistake(_packed_upper, "query i may see keys j <= i: the lower triangle, not the upper."),
     ),
 )
 
 
-def _mask(lengths, T):
-    return combine_masks(causal_mask(T), padding_mask(lengths, T))  # (T, T) & (B, 1, T) -> (B, T, T)
+# --- the influence matrix, one output row at a time ------------------------------------------------------
+
+def _seeded(block: torch.nn.Module, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    for p in block.parameters():  # biases and gains away from 0 and 1, so that nothing vanishes by accident
+        p.data.normal_(0.0, 0.3)
+    return block.double().eval()
 
 
-def _causal_only(lengths, T):
-    return causal_mask(T).expand(len(lengths), T, T)
+_DECODER = _seeded(DecoderBlock(4, 2, 8, cross_attention=False), 1401)
+_ENCODER = _seeded(EncoderBlock(4, 2, 8), 1402)
 
 
-def _upper(lengths, T):
-    return combine_masks(causal_mask(T).T, padding_mask(lengths, T))
+def running_sum(x):
+    """``x.cumsum(1)``: output t is the sum of inputs 0..t."""
+    return x.cumsum(1)
 
 
-check_decoder_self_mask = Checker(
-    name="decoder_self_mask",
-    doc="Check ``fn(lengths, T) -> (B, T, T)`` booleans: causal and padding masks combined.",
-    reference=_mask,
-    cases=[Case(f"lengths={ls}, T={T}", (torch.tensor(ls), T)) for ls, T in (([3], 3), ([4, 2], 4), ([1, 5, 3], 5))],
+def decoder_block(x):
+    """A decoder block without cross-attention, random weights, d_model = 4."""
+    return _DECODER(x)
+
+
+def encoder_block(x):
+    """An encoder block, random weights, d_model = 4."""
+    return _ENCODER(x)
+
+
+def _influence(f, x, variant=""):
+    # The typical mistakes run inside the reference, where the full Jacobian may be asked for.
+    J = torch.autograd.functional.jacobian(f, x)[0, :, :, 0]  # (T, d, T, d)
+    if variant == "abs_sum":
+        return J.abs().sum(dim=(1, 3))
+    M = J.pow(2).sum(dim=(1, 3)).sqrt()
+    return {"transposed": M.T, "squared": M**2}.get(variant, M)
+
+
+def _influence_transposed(f, x):
+    return _influence(f, x, "transposed")
+
+
+def _influence_squared(f, x):
+    return _influence(f, x, "squared")
+
+
+def _influence_abs_sum(f, x):
+    return _influence(f, x, "abs_sum")
+
+
+def _influence_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(1403)
+    return [
+        Case("f = decoder_block, x of shape (1, 5, 4)",
+             (decoder_block, torch.randn(1, 5, 4, generator=g, dtype=torch.float64))),
+        Case("f = encoder_block, x of shape (1, 4, 4)",
+             (encoder_block, torch.randn(1, 4, 4, generator=g, dtype=torch.float64))),
+        Case("f = running_sum, x of shape (1, 4, 3)",
+             (running_sum, torch.randn(1, 4, 3, generator=g, dtype=torch.float64))),
+    ]
+
+
+check_influence_by_rows = Checker(
+    name="influence_by_rows",
+    doc="Check ``fn(f, x) -> (T, T)``: ``M[t, s]``, the Frobenius norm of d f(x)[0, t] / d x[0, s] for ``x`` "
+        "``(1, T, d)``, from backward passes (full-Jacobian functions are refused).",
+    reference=_influence,
+    cases=_influence_cases(),
     mistakes=(
-        Mistake(_causal_only, "padded keys (positions >= length) must be masked as well as the future."),
-        Mistake(_upper, "query i may see keys j <= i: the lower triangle (tril), not the upper."),
+        Mistake(_influence_transposed, "row t is the output position, column s the input position."),
+        Mistake(_influence_squared, "the Frobenius norm is the square root of the sum of squares."),
+        Mistake(_influence_abs_sum, "the Frobenius norm sums squares, not absolute values, and takes the root."),
     ),
+    atol=1e-9,
+    forbidden=("torch.autograd.functional.jacobian", "torch.autograd.functional.hessian", "torch.func.jacrev",
+               "torch.func.jacfwd"),
 )

@@ -1,0 +1,77 @@
+"""Chapter 14's checkers accept answers written another way, refuse one that asks for the whole Jacobian, and
+reject wrong answers a learner would plausibly write."""
+
+import torch
+
+from attnbook.exercises import check_influence_by_rows, check_packed_self_mask
+from attnbook.torch import causal_mask, combine_masks
+
+
+def packed_by_loops(doc_ids):
+    B, T = doc_ids.shape
+    out = torch.zeros(B, T, T, dtype=torch.bool)
+    for b in range(B):
+        for i in range(T):
+            for j in range(i + 1):
+                out[b, i, j] = bool(doc_ids[b, i] == doc_ids[b, j] and doc_ids[b, j] >= 0)
+    return out
+
+
+def influence_by_backward(f, x, clear=True):
+    # .backward(), one output row and coordinate at a time, with the gradient cleared between passes
+    x = x.detach().requires_grad_(True)
+    y = f(x)
+    rows = []
+    for t in range(y.shape[1]):
+        total = torch.zeros(x.shape[1], dtype=x.dtype)
+        for k in range(y.shape[2]):
+            if clear:
+                x.grad = None
+            y[0, t, k].backward(retain_graph=True)
+            total += x.grad[0].pow(2).sum(-1)
+        rows.append(total.sqrt())
+    return torch.stack(rows)
+
+
+def test_answers_written_another_way_pass():
+    assert check_packed_self_mask(packed_by_loops)
+    assert check_influence_by_rows(influence_by_backward)
+
+
+def test_the_whole_jacobian_is_refused_by_name():
+    def by_jacobian(f, x):
+        J = torch.autograd.functional.jacobian(f, x)
+        return J[0, :, :, 0].pow(2).sum(dim=(1, 3)).sqrt()
+
+    verdict = check_influence_by_rows(by_jacobian)
+    assert not verdict and "torch.autograd.functional.jacobian" in verdict.message
+
+
+def test_gradients_that_pile_up_between_passes_are_refused():
+    # .backward() adds into x.grad: forgetting to clear it makes every row carry the ones before it
+    def accumulating(f, x):
+        return influence_by_backward(f, x, clear=False)
+
+    assert not check_influence_by_rows(accumulating)
+
+
+def test_a_mask_that_only_separates_documents_at_their_first_token_is_refused():
+    # a learner who lets every document see the previous one, except across the very first boundary
+    def packed_from_padding_only(doc_ids):
+        T = doc_ids.shape[1]
+        lengths = (doc_ids >= 0).sum(1)
+        real = torch.arange(T)[None, :] < lengths[:, None]
+        return combine_masks(causal_mask(T), real[:, None, :])
+
+    verdict = check_packed_self_mask(packed_from_padding_only)
+    assert not verdict and "another document" in verdict.message
+
+
+def test_a_mask_that_lets_pads_attend_to_themselves_is_refused():
+    def pads_see_themselves(doc_ids):
+        T = doc_ids.shape[1]
+        same = doc_ids[:, :, None] == doc_ids[:, None, :]
+        eye = torch.eye(T, dtype=torch.bool)
+        return causal_mask(T) & same & ((doc_ids >= 0)[:, None, :] | eye)
+
+    assert not check_packed_self_mask(pads_see_themselves)
