@@ -82,10 +82,10 @@ lint: $(STAMP)
 
 # Both print the seconds each test file (each chapter) took, so that a run says where its time went.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS) -m "$(PYTEST_MARK)" -p tools.durations_by_file $(PYTEST_FLAGS) tests
+	$(BIN)/python -m pytest -n $(JOBS) -m "$(PYTEST_MARK)" -p tools.durations_by_file --durations=10 $(PYTEST_FLAGS) tests
 
 NBVAL := $(BIN)/python -m pytest --nbval --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
-	-p no:cacheprovider -p tools.durations_by_file
+	-p no:cacheprovider -p tools.durations_by_file --durations=10
 nbval: $(STAMP)
 	$(if $(PARALLEL_CHAPTERS),OMP_NUM_THREADS=1 $(NBVAL) -n $(JOBS) --dist loadfile $(PARALLEL_CHAPTERS))
 	$(if $(SERIAL_CHAPTERS),$(NBVAL) $(SERIAL_CHAPTERS))
