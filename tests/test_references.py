@@ -58,3 +58,29 @@ def test_every_citation_names_an_entry_and_keys_are_unique():
     assert cited, "no citations found: the pattern that finds them is wrong"
     missing = {k: f for k, f in cited.items() if k not in keys}
     assert not missing, f"cited but not in references.bib: {missing}"
+
+
+def _texts() -> list[tuple[str, str]]:
+    """(file name, text) of every notebook's markdown and every book page."""
+    out = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        out.append((path.name, "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")))
+    out += [(path.name, path.read_text()) for path in sorted((ROOT / "book").glob("*.md"))]
+    return out
+
+
+def test_every_cross_reference_names_a_label():
+    # the site build fails on an undefined label (warnings are errors); this says so in a second
+    texts = _texts()
+    defined = set()
+    for _, text in texts:
+        defined |= set(re.findall(r"^:(?:label|name): *(\S+)", text, flags=re.M))
+        defined |= set(re.findall(r"^\(([\w-]+)\)=", text, flags=re.M))
+    missing = {}
+    for name, text in texts:
+        for target in re.findall(r"\{(?:ref|numref|eq|prf:ref)\}`(?:[^`<]*<)?([^`>]+)>?`", text):
+            if target.strip() not in defined:
+                missing.setdefault(target.strip(), name)
+    assert defined, "no labels found: the pattern that finds them is wrong"
+    assert not missing, f"referenced but never defined (label: first file): {missing}"
