@@ -14,11 +14,12 @@ small products of tiled attention many times slower, which measures the load, no
 from __future__ import annotations
 
 import functools
-import math
 import os
 import platform
+import statistics
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -38,13 +39,26 @@ def _inputs(T: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(rng.standard_normal((1, T, D_HEAD), dtype=np.float32) for _ in range(3))
 
 
-def _best_time(fn, repeats: int) -> float:
-    best = math.inf
-    for _ in range(repeats):
-        tic = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - tic)
-    return best
+def interleaved_times(kernels: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Seconds of each kernel in each of ``rounds`` rounds, after one warm-up round.
+
+    Every round runs each kernel once, in turn, so that a load that comes and goes during the run falls on
+    all of them alike rather than on whichever ran while it lasted."""
+    times: dict[str, list[float]] = {name: [] for name in kernels}
+    for r in range(rounds + 1):
+        for name, fn in kernels.items():
+            tic = time.perf_counter()
+            fn()
+            if r > 0:
+                times[name].append(time.perf_counter() - tic)
+    return times
+
+
+def spread_ms(seconds: list[float]) -> str:
+    """``median (min-max)`` in milliseconds, the way the tables of chapter 20 give a time."""
+    lo, mid, hi = (1e3 * x for x in (min(seconds), statistics.median(seconds), max(seconds)))
+    digits = 1 if hi < 1000 else 0
+    return f"{mid:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
 
 
 def _traced_peak(fn) -> float:
@@ -58,23 +72,30 @@ def _traced_peak(fn) -> float:
         tracemalloc.stop()
 
 
-def _repeats(T: int) -> int:
-    return 5 if T <= 1024 else 3 if T <= 4096 else 1
+def _rounds(T: int) -> int:
+    return 7 if T <= 1024 else 5 if T <= 4096 else 3
 
 
-def torch_run(backend: str, T: int, causal: bool = False) -> tuple[float, float]:
-    """Seconds (best of a few) and MiB allocated (``torch.profiler``) of PyTorch's SDPA with one backend."""
+def _sdpa(backend: str, T: int, causal: bool = False) -> Callable[[], object]:
+    """One call of PyTorch's SDPA restricted to ``backend``, on the benchmark's inputs of length ``T``."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.profiler import ProfilerActivity, profile
 
     q, k, v = (torch.from_numpy(a)[None] for a in _inputs(T))  # (1, 1, T, d_head)
-    with sdpa_kernel(getattr(SDPBackend, backend)):
-        F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # warm-up
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        allocated = sum(max(e.self_cpu_memory_usage, 0) for e in prof.events()) / MIB
-        seconds = _best_time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), _repeats(T))
-    return seconds, allocated
+
+    def call() -> object:
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return call
+
+
+def torch_allocated(call: Callable[[], object]) -> float:
+    """MiB allocated during one call (``torch.profiler``, ``profile_memory=True``), after a warm-up call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        call()
+    return sum(max(e.self_cpu_memory_usage, 0) for e in prof.events()) / MIB
 
 
 def cpu_backends() -> list[str]:
@@ -94,26 +115,30 @@ def cpu_backends() -> list[str]:
 
 
 def bench_lengths(lengths: list[int], max_plain_gib: float, backends: list[str]) -> None:
-    print(f"\none head, d_head = {D_HEAD}, float32, tiles of {BLOCK} x {BLOCK}; time in ms (best of 5, 3 or 1); "
+    print(f"\none head, d_head = {D_HEAD}, float32, tiles of {BLOCK} x {BLOCK}; time in ms: median (min-max) of "
+          "7, 5 or 3 rounds by length, the kernels taking turns within each round, after a warm-up round; "
           "memory: MiB (NumPy: peak, tracemalloc; PyTorch: allocated during the call, torch.profiler)")
-    head = f"{'T':>6} | {'plain ms':>9} {'MiB':>7} | {'tiled ms':>9} {'MiB':>6}"
-    head += "".join(f" | {b.lower() + ' ms':>11} {'MiB':>6}" for b in backends)
-    print(head)
+    names = ["numpy plain", "numpy tiled"] + [f"torch {b.lower()}" for b in backends]
+    print(f"{'T':>6} | " + " | ".join(f"{n + ' ms':>24} {'MiB':>7}" for n in names))
     for T in lengths:
         Q, K, V = _inputs(T)
-        row = f"{T:>6} |"
         plain_bytes = 3 * T * T * 4  # at least the scores, their exponentials and the weights, float32
+        kernels: dict[str, Callable[[], object]] = {}
         if plain_bytes / 2**30 <= max_plain_gib:
-            plain = functools.partial(scaled_dot_product_attention, Q, K, V)
-            row += f" {1e3 * _best_time(plain, _repeats(T)):>9.1f} {_traced_peak(plain):>7.1f} |"
-        else:
-            row += f" {'skipped':>9} {f'~{plain_bytes / 2**30:.0f} GiB':>7} |"
-        tiled = functools.partial(tiled_attention, Q, K, V, block_q=BLOCK, block_k=BLOCK)
-        row += f" {1e3 * _best_time(tiled, _repeats(T)):>9.1f} {_traced_peak(tiled):>6.1f}"
+            kernels["numpy plain"] = functools.partial(scaled_dot_product_attention, Q, K, V)
+        kernels["numpy tiled"] = functools.partial(tiled_attention, Q, K, V, block_q=BLOCK, block_k=BLOCK)
         for b in backends:
-            seconds, grown = torch_run(b, T)
-            row += f" | {1e3 * seconds:>11.1f} {grown:>6.1f}"
-        print(row, flush=True)
+            kernels[f"torch {b.lower()}"] = _sdpa(b, T)
+        memory = {name: (torch_allocated(fn) if name.startswith("torch") else _traced_peak(fn))
+                  for name, fn in kernels.items()}
+        times = interleaved_times(kernels, _rounds(T))
+        cells = []
+        for name in names:
+            if name in kernels:
+                cells.append(f"{spread_ms(times[name]):>24} {memory[name]:>7.1f}")
+            else:
+                cells.append(f"{'skipped':>24} {f'~{plain_bytes / 2**30:.0f} GiB':>7}")
+        print(f"{T:>6} | " + " | ".join(cells), flush=True)
 
 
 def bench_causal(T: int, backends: list[str]) -> None:
@@ -123,18 +148,19 @@ def bench_causal(T: int, backends: list[str]) -> None:
     causal = lambda: tiled_attention(Q, K, V, causal=True, block_q=BLOCK, block_k=BLOCK)  # noqa: E731
     np.testing.assert_allclose(causal()[0], scaled_dot_product_attention(Q, K, V, mask=causal_mask(T))[0][0],
                                rtol=1e-4, atol=1e-5)
-    t_full, t_causal = [], []
-    for _ in range(3):  # alternate, so that both see the same load
-        t_full.append(_best_time(full, 1))
-        t_causal.append(_best_time(causal, 1))
-    print(f"\ncausal tiled attention, T = {T}, tiles {BLOCK} x {BLOCK}: {int(schedule.sum())} of {schedule.size} tiles "
-          f"computed ({schedule.mean():.1%}); time {1e3 * min(t_causal):.0f} ms against {1e3 * min(t_full):.0f} ms "
-          f"without the mask, ratio {min(t_causal) / min(t_full):.2f}", flush=True)
+    kernels = {"numpy tiled": full, "numpy tiled causal": causal}
     for b in backends:
-        s_full, _ = torch_run(b, T, causal=False)
-        s_causal, _ = torch_run(b, T, causal=True)
-        print(f"PyTorch {b.lower()}, T = {T}: causal {1e3 * s_causal:.1f} ms against {1e3 * s_full:.1f} ms, "
-              f"ratio {s_causal / s_full:.2f}", flush=True)
+        kernels[f"torch {b.lower()}"] = _sdpa(b, T)
+        kernels[f"torch {b.lower()} causal"] = _sdpa(b, T, causal=True)
+    times = interleaved_times(kernels, 5)
+    print(f"\ncausal against full attention, T = {T}, median (min-max) ms of 5 rounds, the kernels taking turns; "
+          f"tiles {BLOCK} x {BLOCK}: {int(schedule.sum())} of {schedule.size} tiles computed ({schedule.mean():.1%})")
+    for name in kernels:
+        if name.endswith("causal"):
+            base = name.removesuffix(" causal")
+            ratio = statistics.median(times[name]) / statistics.median(times[base])
+            print(f"{base:>22}: causal {spread_ms(times[name])} against {spread_ms(times[base])}, "
+                  f"ratio of medians {ratio:.2f}", flush=True)
 
 
 def bench_gqa(prompt: int = 64, new_tokens: int = 448) -> None:
@@ -145,7 +171,8 @@ def bench_gqa(prompt: int = 64, new_tokens: int = 448) -> None:
     block = prompt + new_tokens
     print(f"\ndecoder, 6 layers, 8 heads, d_model 512, context {block}, untrained; prompt {prompt}, "
           f"{new_tokens} new tokens, batch 1, with the KV cache")
-    print(f"{'attention':>22} | {'params':>10} | {'cache KiB/token':>15} | {'cache MiB full':>14} | {'tokens/s':>9}")
+    print(f"{'attention':>22} | {'params':>10} | {'cache KiB/token':>15} | {'cache MiB full':>14} | "
+          "tokens/s, median (min-max) of 3 rounds, the models taking turns")
     rates: dict[int, list[float]] = {}
     models = {}
     for n_kv in (8, 2, 1):
@@ -166,7 +193,8 @@ def bench_gqa(prompt: int = 64, new_tokens: int = 448) -> None:
             model(torch.randint(256, (1, block)), cache=cache)
         name = {8: "multi-head (8 kv heads)", 2: "grouped (2 kv heads)", 1: "multi-query (1)"}[n_kv]
         print(f"{name:>22} | {model.n_params():>10,} | {cache.nbytes / block / 1024:>15.1f} | "
-              f"{cache.nbytes / MIB:>14.2f} | {max(rates[n_kv]):>9.0f}", flush=True)
+              f"{cache.nbytes / MIB:>14.2f} | {statistics.median(rates[n_kv]):.1f} ({min(rates[n_kv]):.1f}-"
+              f"{max(rates[n_kv]):.1f})", flush=True)
 
 
 def bench_attention(lengths: list[int], max_plain_gib: float) -> None:
