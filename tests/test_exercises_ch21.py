@@ -2,45 +2,77 @@
 
 import numpy as np
 
-from attnbook.exercises import check_apply_rotary, check_window_mask
+from attnbook.exercises import check_ring_cache_mask, check_rotate_to
+from attnbook.numpy import apply_rotary, sliding_window_mask
 
 
-def window_by_loops(T, window):
-    return np.array([[0 <= i - j < window for j in range(T)] for i in range(T)])
+def ring_by_simulation(query_positions, window):
+    # write the positions into a ring one by one, then ask sliding-window attention about each slot
+    ring = [None] * window
+    for p in range(max(query_positions) + 1):
+        ring[p % window] = p
+    allowed = sliding_window_mask(max(query_positions) + 1, window=window)
+    return np.array([[held is not None and bool(allowed[q, held]) for held in ring] for q in query_positions])
 
 
-def rotary_by_complex_numbers(x, positions, base):
+def rotate_by_undo_and_redo(x, positions, base, rotated_at=None):
+    # undo the first rotation with the transposed matrices, then rotate at the new position
     d = x.shape[-1]
-    z = x[:, : d // 2] + 1j * x[:, d // 2:]
-    z = z * np.exp(1j * np.outer(positions, base ** (-np.arange(0, d, 2) / d)))
-    return np.concatenate([z.real, z.imag], axis=-1)
-
-
-def rotary_by_matrices(x, positions, base):
-    d = x.shape[-1]
+    old = np.zeros(len(positions)) if rotated_at is None else np.asarray(rotated_at, dtype=float)
     out = np.empty_like(x)
-    for t, p in enumerate(positions):
-        R = np.eye(d)
+    for t in range(len(positions)):
+        R_old, R_new = np.eye(d), np.eye(d)
         for i in range(d // 2):
-            a = p * base ** (-2 * i / d)
-            R[np.ix_([i, i + d // 2], [i, i + d // 2])] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
-        out[t] = R @ x[t]
+            pair = np.ix_([i, i + d // 2], [i, i + d // 2])
+            for R, p in ((R_old, old[t]), (R_new, positions[t])):
+                a = p * base ** (-2 * i / d)
+                R[pair] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
+        out[t] = R_new @ (R_old.T @ x[t])
     return out
 
 
 def test_answers_computed_another_way_pass():
-    assert check_window_mask(window_by_loops)
-    assert check_apply_rotary(rotary_by_complex_numbers)
-    assert check_apply_rotary(rotary_by_matrices)
+    assert check_ring_cache_mask(ring_by_simulation)
+    assert check_rotate_to(rotate_by_undo_and_redo)
 
 
-def test_a_rotation_of_the_wrong_size_or_a_transposed_mask_fails():
-    assert not check_apply_rotary(lambda x, positions, base: rotary_by_matrices(x, 2 * np.asarray(positions), base))
-    assert not check_window_mask(lambda T, window: window_by_loops(T, window).T)  # looks ahead, not back
+def test_the_listed_mistakes_are_named():
+    def slot_is_position(query_positions, window):
+        q = np.asarray(query_positions)[:, None]
+        s = np.arange(window)[None, :]
+        return (s <= q) & (q - s < window)
+
+    verdict = check_ring_cache_mask(slot_is_position)
+    assert not verdict and "slot s holds the latest position" in verdict.message, verdict.message
+
+    def added(x, positions, base, rotated_at=None):  # rotated again on top of the cached rotation
+        return rotate_by_undo_and_redo(x, positions, base)
+
+    verdict = check_rotate_to(added)
+    assert not verdict and "adds the angles" in verdict.message, verdict.message
+
+
+def test_a_delegating_answer_is_refused_by_name():
+    verdict = check_rotate_to(lambda x, p, b, r=None: apply_rotary(x, np.asarray(p) - (0 if r is None else
+                                                                                        np.asarray(r)), b))
+    assert not verdict and "apply_rotary" in verdict.message, verdict.message
+
+
+def test_plausible_wrong_answers_fail():
+    # a transposed mask (keys after the query) and a rotation by twice the angle
+    assert not check_ring_cache_mask(lambda q, w: ring_by_simulation(q, w)[:, ::-1])
+    verdict = check_rotate_to(lambda x, p, b, r=None: rotate_by_undo_and_redo(x, 2 * np.asarray(p), b,
+                                                                              None if r is None else 2 * np.asarray(r)))
+    assert not verdict and verdict.attempted
+
+    def mask_of_positions(query_positions, window):  # the whole (T_q, newest + 1) sliding mask, not the ring's
+        return sliding_window_mask(max(query_positions) + 1, window=window)[query_positions]
+
+    assert not check_ring_cache_mask(mask_of_positions)
 
 
 def test_unattempted_exercises_say_so():
     def todo(*args):
         raise NotImplementedError
 
-    assert not check_apply_rotary(todo).attempted and not check_window_mask(todo).attempted
+    assert not check_rotate_to(todo).attempted and not check_ring_cache_mask(todo).attempted

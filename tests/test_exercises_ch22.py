@@ -3,8 +3,14 @@
 import numpy as np
 import torch
 
+import attnbook.numpy as an
 import attnbook.torch as at
-from attnbook.exercises import check_rms_norm_backward, check_rms_norm_fp16
+from attnbook.exercises import (
+    check_gqa_by_groups,
+    check_llama_block_by_hand,
+    check_rms_norm_backward,
+    check_rms_norm_fp16,
+)
 
 
 def fp16_in_numpy(x, gamma, eps):
@@ -18,26 +24,24 @@ def fp16_by_division(x, gamma, eps):
     return gf * xf / (xf.pow(2).sum(dim=-1, keepdim=True) / x.shape[-1] + eps).sqrt()
 
 
-def backward_by_projection(x, gamma, eps, dy):
-    # a learner's likely variant: the normalised vector n = x r, then dx = r (g - n mean(g n))
-    r = 1 / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
-    n, g = x * r, dy * gamma
-    return r * (g - n * (g * n).mean(dim=-1, keepdim=True))
+def backward_from_x(x_hat, inv_rms, gamma, dy):
+    # a learner's likely variant: back to x = x_hat / r, then the formula in x and r
+    x, g = x_hat / inv_rms, dy * gamma
+    return inv_rms * g - inv_rms**3 * x * (g * x).mean(dim=-1, keepdim=True)
 
 
-def backward_by_jacobian(x, gamma, eps, dy):
-    # the full d x d Jacobian per vector, then a vector-Jacobian product
-    d = x.shape[-1]
-    r = 1 / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
-    eye = torch.eye(d, dtype=x.dtype)
-    J = gamma[:, None] * (r[..., None] * eye - (r**3)[..., None] * x[..., :, None] * x[..., None, :] / d)
+def backward_by_jacobian(x_hat, inv_rms, gamma, dy):
+    # the full d x d Jacobian per vector (in x_hat and r), then a vector-Jacobian product
+    d = x_hat.shape[-1]
+    eye = torch.eye(d, dtype=x_hat.dtype)
+    J = gamma[:, None] * inv_rms[..., None] * (eye - x_hat[..., :, None] * x_hat[..., None, :] / d)
     return torch.einsum("...i,...ij->...j", dy, J)
 
 
 def test_answers_computed_another_way_pass():
     assert check_rms_norm_fp16(fp16_in_numpy)
     assert check_rms_norm_fp16(fp16_by_division)
-    assert check_rms_norm_backward(backward_by_projection)
+    assert check_rms_norm_backward(backward_from_x)
     assert check_rms_norm_backward(backward_by_jacobian)
 
 
@@ -50,14 +54,15 @@ def test_a_ready_made_rms_norm_is_refused_by_name():
 
 
 def test_autograd_is_refused_by_name():
-    def by_autograd(x, gamma, eps, dy):
-        x = x.clone().requires_grad_(True)
+    def by_autograd(x_hat, inv_rms, gamma, dy):
+        x = (x_hat / inv_rms).clone().requires_grad_(True)
+        eps = (inv_rms**-2 - x.detach().pow(2).mean(dim=-1, keepdim=True))
         (x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * gamma).backward(dy)
         return x.grad
 
-    def by_grad(x, gamma, eps, dy):
-        x = x.clone().requires_grad_(True)
-        return torch.autograd.grad(at.rms_norm(x, gamma, eps), x, dy)[0]
+    def by_grad(x_hat, inv_rms, gamma, dy):
+        x = (x_hat / inv_rms).clone().requires_grad_(True)
+        return torch.autograd.grad(at.rms_norm(x, gamma, 1e-5), x, dy)[0]
 
     assert "torch.autograd" in check_rms_norm_backward(by_autograd).message
     assert "torch.autograd.grad" in check_rms_norm_backward(by_grad).message
@@ -75,18 +80,182 @@ def test_a_float32_accumulation_of_the_float16_squares_is_refused():
 
 def test_layer_norms_backward_is_refused():
     # LayerNorm's backward pass also subtracts the mean of the upstream gradient; RMSNorm's does not
-    def layer_norm_like(x, gamma, eps, dy):
-        r = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    def layer_norm_like(x_hat, inv_rms, gamma, dy):
         g = dy * gamma
-        return r * (g - g.mean(dim=-1, keepdim=True) - x * r**2 * (g * x).mean(dim=-1, keepdim=True))
+        return inv_rms * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))
 
     verdict = check_rms_norm_backward(layer_norm_like)
     assert not verdict and verdict.attempted and "wrong value" in verdict.message
 
 
 def test_an_unattempted_exercise_says_so():
-    def todo(x, gamma, eps, dy):
+    def todo(x_hat, inv_rms, gamma, dy):
         raise NotImplementedError
 
     verdict = check_rms_norm_backward(todo)
     assert not verdict and not verdict.attempted
+
+
+# --- grouped-query attention by groups ---------------------------------------------------------------------
+
+
+def gqa_by_loops(q, k, v):
+    # one query head at a time, its key-value head picked by index (no copies)
+    h, h_kv, T_q, T_k = q.shape[-3], k.shape[-3], q.shape[-2], k.shape[-2]
+    out = np.empty_like(q)
+    for i in range(h):
+        kv = i // (h // h_kv)
+        s = q[..., i, :, :] @ np.swapaxes(k[..., kv, :, :], -1, -2) / np.sqrt(q.shape[-1])
+        s = np.where(np.arange(T_k)[None, :] <= np.arange(T_q)[:, None] + T_k - T_q, s, -np.inf)
+        w = np.exp(s - s.max(axis=-1, keepdims=True))
+        out[..., i, :, :] = (w / w.sum(axis=-1, keepdims=True)) @ v[..., kv, :, :]
+    return out
+
+
+def test_gqa_another_way_passes():
+    assert check_gqa_by_groups(gqa_by_loops)
+
+
+def test_gqa_by_repeating_is_refused_by_name():
+    def by_repeat_kv(q, k, v):
+        g = q.shape[-3] // k.shape[-3]
+        return an.scaled_dot_product_attention(q, an.repeat_kv(k, g), an.repeat_kv(v, g),
+                                               mask=an.causal_mask(q.shape[-2], k.shape[-2]))[0]
+
+    def by_np_repeat(q, k, v):
+        g = q.shape[-3] // k.shape[-3]
+        return an.scaled_dot_product_attention(q, np.repeat(k, g, axis=-3), np.repeat(v, g, axis=-3),
+                                               mask=an.causal_mask(q.shape[-2], k.shape[-2]))[0]
+
+    for answer, named in ((by_repeat_kv, "repeat_kv"), (by_np_repeat, "numpy")):
+        verdict = check_gqa_by_groups(answer)
+        assert not verdict and named in verdict.message, verdict.message
+
+
+def test_gqa_grouped_the_wrong_way_is_named():
+    def grouped_as_g_by_h_kv(q, k, v):  # q reshaped to (g, h_kv, ...): head i meets key-value head i % h_kv
+        h, h_kv = q.shape[-3], k.shape[-3]
+        order = np.argsort(np.arange(h) % h_kv, kind="stable")  # heads of key-value head 0 first
+        back = np.argsort(order)
+        return gqa_by_loops(q[..., order, :, :], k, v)[..., back, :, :]
+
+    verdict = check_gqa_by_groups(grouped_as_g_by_h_kv)
+    assert not verdict and "i // g" in verdict.message, verdict.message
+
+
+# --- the capstone ------------------------------------------------------------------------------------------
+
+
+def rms_norm_np(x, gamma, eps):
+    return x * (np.mean(x**2, axis=-1, keepdims=True) + eps) ** -0.5 * gamma
+
+
+def rotate_to(x, positions, base, rotated_at=None):
+    d = x.shape[-1]
+    shift = np.asarray(positions, dtype=float) - (0.0 if rotated_at is None else np.asarray(rotated_at))
+    z = (x[:, : d // 2] + 1j * x[:, d // 2:]) * np.exp(1j * np.outer(shift, base ** (-np.arange(0, d, 2) / d)))
+    return np.concatenate([z.real, z.imag], axis=-1)
+
+
+def swiglu_np(x, W1, W3, W2):
+    a = x @ W1
+    return (a * 0.5 * (1 + np.tanh(a / 2)) * (x @ W3)) @ W2  # sigmoid(a) = (1 + tanh(a / 2)) / 2
+
+
+def make_block(norm=rms_norm_np, rotate=rotate_to, attend=gqa_by_loops, ffn=swiglu_np, residual=True):
+    def block(x, params, trace=None):
+        trace = {} if trace is None else trace
+        T, d = x.shape
+        h, h_kv, dh = params["n_heads"], params["n_kv_heads"], d // params["n_heads"]
+        pos = np.arange(T)
+
+        def heads(y, n, rot=True):
+            y = y.reshape(T, n, dh).transpose(1, 0, 2)
+            return np.stack([rotate(yh, pos, params["rope_base"]) for yh in y]) if rot else y
+
+        trace["norm1"] = a = norm(x, params["norm1.gamma"], params["eps"])
+        trace["queries"] = q = heads(a @ params["self_attn.q_proj.W"], h)
+        trace["keys"] = k = heads(a @ params["self_attn.k_proj.W"], h_kv)
+        v = heads(a @ params["self_attn.v_proj.W"], h_kv, rot=False)
+        o = attend(q, k, v).transpose(1, 0, 2).reshape(T, d) @ params["self_attn.out_proj.W"]
+        trace["attention"] = s = x + o if residual else o
+        trace["norm2"] = a = norm(s, params["norm3.gamma"], params["eps"])
+        f = ffn(a, params["ff.fc1.W"], params["ff.fc3.W"], params["ff.fc2.W"])
+        trace["output"] = s + f if residual else f
+        return trace["output"]
+
+    return block
+
+
+def parts(**changed):
+    found = {"rms_norm_np": rms_norm_np, "rotate_to": rotate_to, "gqa_by_groups": gqa_by_loops,
+             "swiglu_np": swiglu_np}
+    found.update(changed)
+    return {**found, "llama_block_by_hand": make_block(found["rms_norm_np"], found["rotate_to"],
+                                                       found["gqa_by_groups"], found["swiglu_np"])}
+
+
+def clockwise(x, positions, base, rotated_at=None):
+    return rotate_to(x, -np.asarray(positions), base, None if rotated_at is None else -np.asarray(rotated_at))
+
+
+def without_eps(x, gamma, eps):
+    return rms_norm_np(x, gamma, 0.0)
+
+
+def test_capstone_passes_alone_and_with_its_parts():
+    assert check_llama_block_by_hand(make_block())
+    assert check_llama_block_by_hand(parts())
+
+
+def test_capstone_names_the_part_that_disagrees():
+    for changed, part in ((dict(rotate_to=clockwise), "rotate_to"), (dict(rms_norm_np=without_eps), "rms_norm_np")):
+        verdict = check_llama_block_by_hand(parts(**changed))
+        assert not verdict and f"the part `{part}` disagrees" in verdict.message, verdict.message
+    # the whole alone: the mistake's hint and the traced part name it
+    for block, words in ((make_block(rotate=clockwise), ("rotary positions", "disagrees is queries")),
+                         (make_block(norm=without_eps), ("RMSNorm: eps", "disagrees is norm1")),
+                         (make_block(residual=False), ("residual connections", "disagrees is attention"))):
+        verdict = check_llama_block_by_hand(block)
+        assert not verdict and all(w in verdict.message for w in words), verdict.message
+
+
+def test_capstone_with_right_parts_put_together_wrongly_says_so():
+    wrong = parts()
+    right_block = wrong["llama_block_by_hand"]
+    wrong["llama_block_by_hand"] = lambda x, params, trace=None: right_block(
+        x, {**params, "norm1.gamma": params["norm3.gamma"], "norm3.gamma": params["norm1.gamma"]}, trace)
+    verdict = check_llama_block_by_hand(wrong)
+    assert not verdict and "Your parts each agree" in verdict.message and "norm1" in verdict.message, verdict.message
+
+
+def test_capstone_delegating_is_refused_by_name():
+    def module_of(x, params):
+        block = at.DecoderBlock(x.shape[1], params["n_heads"], params["ff.fc1.W"].shape[1], norm_first=True,
+                                activation="swiglu", eps=params["eps"], cross_attention=False, bias=False,
+                                n_kv_heads=params["n_kv_heads"], rotary=True, norm="rms",
+                                rope_base=params["rope_base"]).double()
+        block.load_state_dict({k: torch.as_tensor(params[k]) for k in block.state_dict()})
+        return block
+
+    def package_block(x, params, trace=None):
+        with torch.no_grad():
+            return module_of(x, params)(torch.as_tensor(x)[None])[0].numpy()
+
+    def package_forward(x, params, trace=None):
+        with torch.no_grad():
+            return at.DecoderBlock.forward(module_of(x, params), torch.as_tensor(x)[None])[0].numpy()
+
+    for answer in (package_block, package_forward):
+        verdict = check_llama_block_by_hand(answer)
+        assert not verdict and "DecoderBlock.forward" in verdict.message, verdict.message
+    verdict = check_llama_block_by_hand(make_block(norm=lambda x, g, e: an.rms_norm(x, g, e)))
+    assert not verdict and "rms_norm" in verdict.message, verdict.message
+
+
+def test_capstone_parts_not_attempted_read_as_not_attempted():
+    def todo(*args):
+        raise NotImplementedError
+
+    verdict = check_llama_block_by_hand(parts(rotate_to=todo))
+    assert not verdict and not verdict.attempted and "rotate_to" in verdict.message

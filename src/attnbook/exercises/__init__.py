@@ -21,7 +21,7 @@ from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
 from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
 from attnbook.exercises.ch19 import check_attention_backward, check_tied_head_grad
-from attnbook.exercises.ch21 import check_apply_rotary, check_window_mask
+from attnbook.exercises.ch21 import check_ring_cache_mask, check_rotate_to
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
 # chapters' checkers work where PyTorch is not installed.
@@ -46,6 +46,8 @@ _NEED_TORCH = {
     "check_kv_cache_bytes": "ch20",
     "check_running_normalizer": "ch20",
     "check_tiled_backward": "ch20",
+    "check_gqa_by_groups": "ch22",
+    "check_llama_block_by_hand": "ch22",
     "check_rms_norm_backward": "ch22",
     "check_rms_norm_fp16": "ch22",
     "check_apply_merge": "ch23",
@@ -59,7 +61,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 __all__ = [
     "Verdict",
     "check_apply_merge",
-    "check_apply_rotary",
     "check_attend_to_others",
     "check_attention_backward",
     "check_attention_blocked",
@@ -76,10 +77,12 @@ __all__ = [
     "check_encode_positions",
     "check_gpt_forward",
     "check_gpt_parameters",
+    "check_gqa_by_groups",
     "check_heads_attention",
     "check_influence_by_rows",
     "check_kv_cache_bytes",
     "check_layer_norm_columns",
+    "check_llama_block_by_hand",
     "check_log_softmax_rows",
     "check_loo_predictions",
     "check_masked_attention",
@@ -95,8 +98,10 @@ __all__ = [
     "check_packed_self_mask",
     "check_polar_factor",
     "check_pre_norm_block",
+    "check_ring_cache_mask",
     "check_rms_norm_backward",
     "check_rms_norm_fp16",
+    "check_rotate_to",
     "check_running_normalizer",
     "check_scores_gradient",
     "check_smoothed_ce_grad",
@@ -110,5 +115,4 @@ __all__ = [
     "check_top_k_filter",
     "check_top_p_filter",
     "check_warmup_cosine",
-    "check_window_mask",
 ]

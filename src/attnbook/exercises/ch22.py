@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+import attnbook.numpy as an
+import attnbook.torch as at
+from attnbook.exercises._capstone import PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises.ch21 import _turn, check_rotate_to
 from attnbook.torch import rms_norm
 
 # The package's and PyTorch's own RMSNorm: each would do the half-precision exercise in one call.
@@ -58,59 +63,73 @@ check_rms_norm_fp16 = Checker(
 )
 
 
+def _saved(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a forward pass keeps for the backward one: ``x_hat = x / RMS(x)`` and ``inv_rms = 1 / RMS(x)``."""
+    inv_rms = torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps)
+    return x * inv_rms, inv_rms
+
+
+def _backward_case(label: str, x: torch.Tensor, gamma: torch.Tensor, eps: float, dy: torch.Tensor) -> Case:
+    return Case(label, (*_saved(x, eps), gamma, dy))
+
+
 def _backward_cases() -> list[Case]:
     g = torch.Generator().manual_seed(2201)
     f64 = dict(dtype=torch.float64)
-    cases = [Case("x=[[3, 4]], gamma=1, eps=0, dy=[[1, 0]]",
-                  (torch.tensor([[3.0, 4.0]], **f64), torch.ones(2, **f64), 0.0, torch.tensor([[1.0, 0.0]], **f64))),
-             Case("dy parallel to x (x=[[1, 2, 2]], dy=x, gamma=1, eps=0): the scale direction",
-                  (torch.tensor([[1.0, 2.0, 2.0]], **f64), torch.ones(3, **f64), 0.0,
-                   torch.tensor([[1.0, 2.0, 2.0]], **f64))),
-             Case("small x (scale 1e-2), eps=1e-2: eps matters",
-                  (torch.randn(2, 5, generator=g, **f64) * 1e-2, torch.ones(5, **f64), 1e-2,
-                   torch.randn(2, 5, generator=g, **f64)))]
+    cases = [_backward_case("x=[[3, 4]], gamma=1, eps=0, dy=[[1, 0]]", torch.tensor([[3.0, 4.0]], **f64),
+                            torch.ones(2, **f64), 0.0, torch.tensor([[1.0, 0.0]], **f64)),
+             _backward_case("dy parallel to x (x=[[1, 2, 2]], dy=x, gamma=1, eps=0): the scale direction",
+                            torch.tensor([[1.0, 2.0, 2.0]], **f64), torch.ones(3, **f64), 0.0,
+                            torch.tensor([[1.0, 2.0, 2.0]], **f64)),
+             _backward_case("small x (scale 1e-2), eps=1e-2: eps matters, x_hat is far from unit mean square",
+                            torch.randn(2, 5, generator=g, **f64) * 1e-2, torch.ones(5, **f64), 1e-2,
+                            torch.randn(2, 5, generator=g, **f64))]
     for shape in ((3, 6), (2, 4, 8)):
         x = torch.randn(*shape, generator=g, **f64) * 3 + 1
         gamma = torch.randn(shape[-1], generator=g, **f64)
         dy = torch.randn(*shape, generator=g, **f64)
-        cases.append(Case(f"random x {shape} with mean about 1, random gamma and dy, eps=1e-5", (x, gamma, 1e-5, dy)))
+        cases.append(_backward_case(f"random x {shape} with mean about 1, random gamma and dy, eps=1e-5",
+                                    x, gamma, 1e-5, dy))
     return cases
 
 
-def _backward_reference(x, gamma, eps, dy):
-    x = x.detach().clone().requires_grad_(True)
+def _backward_reference(x_hat, inv_rms, gamma, dy):
+    # the x and eps the saved values came from, then autograd through the package's rms_norm
+    x = (x_hat / inv_rms).detach().clone().requires_grad_(True)
+    eps = float((inv_rms.detach() ** -2 - (x.detach() ** 2).mean(dim=-1, keepdim=True)).mean().clamp(min=0.0))
     (dx,) = torch.autograd.grad(rms_norm(x, gamma, eps), x, dy)
     return dx
 
 
-def _inv_rms(x, eps):
-    return torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps)
+def _rms_held_constant(x_hat, inv_rms, gamma, dy):
+    return dy * gamma * inv_rms
 
 
-def _rms_held_constant(x, gamma, eps, dy):
-    return dy * gamma * _inv_rms(x, eps)
+def _gamma_forgotten(x_hat, inv_rms, gamma, dy):
+    return inv_rms * (dy - x_hat * (dy * x_hat).mean(dim=-1, keepdim=True))
 
 
-def _gamma_forgotten(x, gamma, eps, dy):
-    r = _inv_rms(x, eps)
-    return r * (dy - x * r * r * (dy * x).mean(dim=-1, keepdim=True))
+def _sum_not_mean(x_hat, inv_rms, gamma, dy):
+    g = dy * gamma
+    return inv_rms * (g - x_hat * (g * x_hat).sum(dim=-1, keepdim=True))
 
 
-def _sum_not_mean(x, gamma, eps, dy):
-    r, gd = _inv_rms(x, eps), dy * gamma
-    return r * (gd - x * r * r * (gd * x).sum(dim=-1, keepdim=True))
+def _sign_flipped(x_hat, inv_rms, gamma, dy):
+    g = dy * gamma
+    return inv_rms * (g + x_hat * (g * x_hat).mean(dim=-1, keepdim=True))
 
 
-def _sign_flipped(x, gamma, eps, dy):
-    r, gd = _inv_rms(x, eps), dy * gamma
-    return r * (gd + x * r * r * (gd * x).mean(dim=-1, keepdim=True))
+def _inv_rms_forgotten(x_hat, inv_rms, gamma, dy):
+    g = dy * gamma
+    return g - x_hat * (g * x_hat).mean(dim=-1, keepdim=True)
 
 
 check_rms_norm_backward = Checker(
     name="rms_norm_backward",
-    doc="Check ``fn(x, gamma, eps, dy) -> dx``: the gradient of ``sum(dy * rms_norm(x, gamma, eps))`` with respect "
-        "to ``x``, all float64, ``x`` and ``dy`` ``(..., d)``, ``gamma`` ``(d,)``, ``dx`` shaped like ``x``; "
-        "without autograd.",
+    doc="Check ``fn(x_hat, inv_rms, gamma, dy) -> dx``: the gradient of ``sum(dy * rms_norm(x, gamma, eps))`` "
+        "with respect to ``x``, from what the forward pass saved: ``x_hat = x / RMS(x)`` ``(..., d)`` and "
+        "``inv_rms = 1 / RMS(x)`` ``(..., 1)`` (eps inside RMS); all float64, ``dy`` ``(..., d)``, ``gamma`` "
+        "``(d,)``, ``dx`` shaped like ``x_hat``; without autograd.",
     reference=_backward_reference,
     cases=_backward_cases(),
     mistakes=(
@@ -121,6 +140,300 @@ check_rms_norm_backward = Checker(
         Mistake(_sum_not_mean, "the derivative of the MEAN square with respect to x_i is 2 x_i / d: the 1/d stays."),
         Mistake(_sign_flipped, "a larger root mean square makes every output smaller: the term along x enters "
                 "with a minus sign."),
+        Mistake(_inv_rms_forgotten, "y = gamma * x * inv_rms: every path from x to y carries the factor inv_rms "
+                "(1 / RMS), so dx is scaled by it."),
     ),
     forbidden=("torch.autograd.grad", "torch.autograd.backward"),
+)
+
+
+# --- grouped-query attention, the queries grouped ----------------------------------------------------------
+
+
+def _gqa_reference(q, k, v):
+    group = q.shape[-3] // k.shape[-3]
+    mask = an.causal_mask(q.shape[-2], k.shape[-2])  # the queries are the last T_q positions
+    return an.scaled_dot_product_attention(q, an.repeat_kv(k, group), an.repeat_kv(v, group), mask=mask)[0]
+
+
+def _gqa_cases() -> list[Case]:
+    rng = np.random.default_rng(2222)
+    cases = []
+    for lead, h, h_kv, T_q, T_k, d, why in (((), 2, 1, 3, 3, 2, "multi-query: one key-value head"),
+                                            ((), 4, 2, 5, 5, 4, "groups of two"),
+                                            ((), 6, 3, 4, 4, 8, "three groups of two"),
+                                            ((), 4, 4, 3, 3, 4, "groups of one: multi-head attention"),
+                                            ((), 4, 2, 2, 6, 4, "2 new queries after 4 cached keys (T_q != T_k)"),
+                                            ((2,), 4, 2, 4, 4, 4, "a batch of two")):
+        q = rng.normal(size=(*lead, h, T_q, d))
+        k, v = rng.normal(size=(*lead, h_kv, T_k, d)), rng.normal(size=(*lead, h_kv, T_k, d))
+        cases.append(Case(f"q {q.shape}, k and v {k.shape}: {why}", (q, k, v)))
+    return cases
+
+
+def _gqa_variant(q, k, v, *, by_modulo=False, scale=True, mask_from_start=False):
+    h, h_kv, T_q, T_k = q.shape[-3], k.shape[-3], q.shape[-2], k.shape[-2]
+    kv_of = np.arange(h) % h_kv if by_modulo else np.arange(h) // (h // h_kv)
+    scores = q @ np.swapaxes(k[..., kv_of, :, :], -1, -2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
+    mask = np.tril(np.ones((T_q, T_k), dtype=bool), k=0 if mask_from_start else T_k - T_q)
+    scores = np.where(mask, scores, -np.inf)
+    w = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (w / w.sum(axis=-1, keepdims=True)) @ v[..., kv_of, :, :]
+
+
+def _kv_by_modulo(q, k, v):
+    return _gqa_variant(q, k, v, by_modulo=True)
+
+
+def _gqa_unscaled(q, k, v):
+    return _gqa_variant(q, k, v, scale=False)
+
+
+def _mask_from_start(q, k, v):
+    return _gqa_variant(q, k, v, mask_from_start=True)
+
+
+_GQA_FORBIDDEN = (an.repeat_kv, an.grouped_query_attention, "attnbook.torch.repeat_kv",
+                  "attnbook.torch.grouped_query_attention", "attnbook.torch.gqa.GroupedQueryAttention.forward",
+                  "numpy.repeat", "torch.repeat_interleave", "torch.nn.functional.scaled_dot_product_attention")
+
+check_gqa_by_groups = Checker(
+    name="gqa_by_groups",
+    doc="Check ``fn(q, k, v) -> (..., h, T_q, d)``: causal grouped-query attention of ``q`` ``(..., h, T_q, d)`` "
+        "against ``k``, ``v`` ``(..., h_kv, T_k, d)``, query head i with key-value head i // (h / h_kv), scores "
+        "scaled by 1/sqrt(d), the queries the last T_q of the T_k positions; without repeating the key-value "
+        "heads.",
+    reference=_gqa_reference,
+    cases=_gqa_cases(),
+    mistakes=(
+        Mistake(_kv_by_modulo, "query heads are grouped in a row: heads 0 .. g-1 share key-value head 0, the next "
+                "g head 1 (i // g, not i % h_kv); group the query axis as (h_kv, g), not (g, h_kv)."),
+        Mistake(_gqa_unscaled, "scale the scores by 1 / sqrt(d), the width of one head."),
+        Mistake(_mask_from_start, "with T_q < T_k the queries are the LAST T_q positions: query i is at position "
+                "T_k - T_q + i and sees keys up to it."),
+    ),
+    atol=1e-10,
+    forbidden=_GQA_FORBIDDEN,
+)
+
+# --- the capstone: a Llama-style block from your own parts -------------------------------------------------
+
+BLOCK_TRACE = ("norm1", "queries", "keys", "attention", "norm2", "output")
+
+BLOCK_HINTS = {
+    "norm1": "the first RMSNorm: x divided by sqrt(mean of x**2 over the features + eps), times norm1.gamma "
+             "(eps inside the root).",
+    "queries": "the queries are norm1's output times self_attn.q_proj.W, split into n_heads heads of d_model / "
+               "n_heads columns (head i takes columns i * d_head onwards), each head's (T, d_head) rows rotated "
+               "at positions 0 .. T-1 with base rope_base, pairs (i, i + d_head/2), counter-clockwise.",
+    "keys": "the keys are norm1's output times self_attn.k_proj.W, split into n_kv_heads heads, rotated as the "
+            "queries are; the values are not rotated.",
+    "attention": "the stream after attention is x + (causal grouped-query attention of the rotated heads, query "
+                 "head i with key-value head i // (n_heads / n_kv_heads), heads merged back) times "
+                 "self_attn.out_proj.W: the residual is added.",
+    "norm2": "the second RMSNorm (its gain is norm3.gamma, the package's name) normalises the stream after "
+             "attention, not x.",
+    "output": "the output is the stream after attention plus (silu(a fc1.W) * (a fc3.W)) fc2.W, with a the second "
+              "norm's output: the residual is added again.",
+}
+
+
+def _block_of(params: dict) -> torch.nn.Module:
+    """The package's Llama-style decoder block holding ``params``' weights, in float64."""
+    d, d_ff = params["ff.fc1.W"].shape
+    block = at.DecoderBlock(d, int(params["n_heads"]), d_ff, norm_first=True, activation="swiglu",
+                            eps=float(params["eps"]), cross_attention=False, bias=False,
+                            n_kv_heads=int(params["n_kv_heads"]), rotary=True, norm="rms",
+                            rope_base=float(params["rope_base"])).double().eval()
+    block.load_state_dict({k: torch.as_tensor(np.asarray(params[k], dtype=np.float64)) for k in block.state_dict()})
+    return block
+
+
+def _block_reference(x, params, trace=None):
+    """The package's block on a ``(T, d_model)`` array; its intermediate results in ``trace`` if asked."""
+    block = _block_of(params)
+    attn, h, h_kv = block.self_attn, int(params["n_heads"]), int(params["n_kv_heads"])
+    xt = torch.as_tensor(np.asarray(x, dtype=np.float64))[None]
+    T, d = xt.shape[1:]
+    with torch.no_grad():
+        out = block(xt)
+        if trace is not None:
+            a = block.norm1(xt)
+
+            def heads(y, n):
+                return y.view(1, T, n, d // h).transpose(1, 2)
+
+            after = xt + attn(a, causal=True)[0]
+            trace.update(norm1=a[0], queries=attn.rope(heads(attn.q_proj(a), h), 0)[0],
+                         keys=attn.rope(heads(attn.k_proj(a), h_kv), 0)[0], attention=after[0],
+                         norm2=block.norm3(after)[0], output=out[0])
+            trace.update({key: value.numpy() for key, value in trace.items() if key in BLOCK_TRACE})
+    return out[0].numpy()
+
+
+def _random_block(seed: int, d: int, h: int, h_kv: int, d_ff: int, eps: float, base: float) -> dict:
+    """A Llama-style block's weights as NumPy arrays (gains away from 1), with its settings."""
+    g = np.random.default_rng(seed)
+    d_head = d // h
+    shapes = {"self_attn.q_proj.W": (d, d), "self_attn.k_proj.W": (d, h_kv * d_head),
+              "self_attn.v_proj.W": (d, h_kv * d_head), "self_attn.out_proj.W": (d, d),
+              "ff.fc1.W": (d, d_ff), "ff.fc3.W": (d, d_ff), "ff.fc2.W": (d_ff, d)}
+    params = {name: g.normal(size=shape) / np.sqrt(shape[0]) for name, shape in shapes.items()}
+    params.update({"norm1.gamma": 1 + 0.3 * g.normal(size=d), "norm3.gamma": 1 + 0.3 * g.normal(size=d),
+                   "n_heads": h, "n_kv_heads": h_kv, "eps": eps, "rope_base": base})
+    return params
+
+
+def _block_cases() -> list[Case]:
+    cases = []
+    for seed, (T, d, h, h_kv, d_ff, eps, base, scale) in enumerate((
+            (5, 8, 2, 1, 12, 1e-5, 1e4, 1.0), (7, 16, 4, 2, 20, 0.1, 1e4, 1.0),
+            (6, 12, 3, 3, 16, 1e-5, 100.0, 1.0), (1, 8, 4, 2, 8, 1e-5, 1e4, 1.0),
+            (4, 8, 2, 2, 10, 1e-2, 1e4, 0.05))):
+        params = _random_block(2230 + seed, d, h, h_kv, d_ff, eps, base)
+        x = scale * np.random.default_rng(seed).normal(size=(T, d))
+        cases.append(Case(f"x of shape ({T}, {d}) (scale {scale:g}); {h} query heads, {h_kv} key-value head(s), "
+                          f"d_ff={d_ff}, eps={eps:g}, rope_base={base:g}", (x, params)))
+    return cases
+
+
+def _block_variant(x, params, *, sign=1.0, eps=True, residual=True, kv_by_modulo=False, rotate_values=False,
+                   second_norm_on_x=False, causal=True):
+    """The block in NumPy, written out, with one thing changed: the typical mistakes (they may not call the
+    package's norm, rotation or network, which the checker refuses in them as in a learner's answer)."""
+    p = params
+    T, d = x.shape
+    h, h_kv = int(p["n_heads"]), int(p["n_kv_heads"])
+    e = float(p["eps"]) if eps else 0.0
+    pos = sign * np.arange(T)
+
+    def norm(y, gamma):
+        return y / np.sqrt((y * y).mean(axis=-1, keepdims=True) + e) * gamma
+
+    def heads(y, n, rotate=True):
+        y = y.reshape(T, n, d // h).transpose(1, 0, 2)
+        return np.stack([_turn(yh, pos, float(p["rope_base"])) for yh in y]) if rotate else y
+
+    a = norm(x, p["norm1.gamma"])
+    q, k = heads(a @ p["self_attn.q_proj.W"], h), heads(a @ p["self_attn.k_proj.W"], h_kv)
+    v = heads(a @ p["self_attn.v_proj.W"], h_kv, rotate=rotate_values)
+    kv_of = np.arange(h) % h_kv if kv_by_modulo else np.arange(h) // (h // h_kv)
+    mask = an.causal_mask(T) if causal else None
+    o = an.scaled_dot_product_attention(q, k[kv_of], v[kv_of], mask=mask)[0].transpose(1, 0, 2).reshape(T, d)
+    after = (x if residual else 0) + o @ p["self_attn.out_proj.W"]
+    a = norm(x if second_norm_on_x else after, p["norm3.gamma"])
+    gate = a @ p["ff.fc1.W"]
+    return (after if residual else 0) + (gate / (1 + np.exp(-gate)) * (a @ p["ff.fc3.W"])) @ p["ff.fc2.W"]
+
+
+def _rotated_clockwise(x, params, trace=None):
+    return _block_variant(x, params, sign=-1.0)
+
+
+def _norm_without_eps(x, params, trace=None):
+    return _block_variant(x, params, eps=False)
+
+
+def _no_residual(x, params, trace=None):
+    return _block_variant(x, params, residual=False)
+
+
+def _kv_heads_by_modulo(x, params, trace=None):
+    return _block_variant(x, params, kv_by_modulo=True)
+
+
+def _values_rotated(x, params, trace=None):
+    return _block_variant(x, params, rotate_values=True)
+
+
+def _second_norm_on_input(x, params, trace=None):
+    return _block_variant(x, params, second_norm_on_x=True)
+
+
+def _block_not_causal(x, params, trace=None):
+    return _block_variant(x, params, causal=False)
+
+
+def _first_block_disagreement(fn, case: Case, call) -> str | None:
+    """Run the learner's block with a trace and name the first part whose values differ from the package's."""
+    x, params = case.args
+    expected: dict = {}
+    _block_reference(x, params, trace=expected)
+    got: dict = {}
+    call(x.copy(), dict(params), got)
+    if not got:
+        return (f"To find the part that disagrees, fill the dict passed as `trace` (keys {', '.join(BLOCK_TRACE)}).")
+    for key in BLOCK_TRACE:
+        if key not in got:
+            continue
+        try:
+            value = np.asarray(got[key], dtype=np.float64)
+            same = value.shape == expected[key].shape and np.allclose(value, expected[key], atol=1e-8, rtol=1e-6)
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            return f"The first part that disagrees is {key}: {BLOCK_HINTS[key]}"
+    return "Every traced part agrees with the package's: trace the parts you left out."
+
+
+# Two parts of the capstone with no exercise of their own (their formulas are printed in the chapter).
+_check_rms_norm_part = Checker(
+    name="rms_norm_np",
+    doc="Check ``fn(x, gamma, eps) -> x.shape``: RMSNorm over the last axis, in NumPy.",
+    reference=lambda x, gamma, eps: an.rms_norm(x, gamma, eps),
+    cases=[Case(f"x {shape}, eps={eps:g}", (np.random.default_rng(i).normal(size=shape) * s,
+                                            1 + 0.3 * np.random.default_rng(10 + i).normal(size=shape[-1]), eps))
+           for i, (shape, eps, s) in enumerate((((3, 6), 1e-5, 1.0), ((4, 8), 0.1, 1.0), ((2, 5), 1e-2, 0.05)))],
+    mistakes=(Mistake(lambda x, gamma, eps: x / np.sqrt((x * x).mean(axis=-1, keepdims=True)) * gamma,
+                      "eps goes inside the square root, added to the mean square."),),
+    atol=1e-10,
+    forbidden=(an.rms_norm, "attnbook.torch.rms_norm", "torch.nn.functional.rms_norm", "torch.rms_norm"),
+)
+
+_check_swiglu_part = Checker(
+    name="swiglu_np",
+    doc="Check ``fn(x, W1, W3, W2) -> (..., d)``: (silu(x W1) * x W3) W2, in NumPy.",
+    reference=lambda x, W1, W3, W2: an.swiglu(x, W1, W3, W2),
+    cases=[Case(f"x ({T}, {d}), d_ff={f}", tuple(g.normal(size=s) for s in ((T, d), (d, f), (d, f), (f, d))))
+           for g, (T, d, f) in ((np.random.default_rng(i), shape) for i, shape in enumerate(((3, 4, 6), (5, 8, 12))))],
+    mistakes=(Mistake(lambda x, W1, W3, W2: ((x @ W3) / (1 + np.exp(-(x @ W3))) * (x @ W1)) @ W2,
+                      "the SiLU gates x W1 (fc1); x W3 (fc3) passes through it unchanged."),),
+    atol=1e-10,
+    forbidden=(an.swiglu, "attnbook.torch.swiglu"),
+)
+
+check_llama_block_by_hand = PartsChecker(
+    name="llama_block_by_hand",
+    doc="Check ``fn(x, params, trace=None) -> (T, d_model)``: the package's Llama-style decoder block (pre-norm "
+        "RMSNorm, rotary grouped-query causal attention, SwiGLU, no biases) on a ``(T, d_model)`` NumPy array, "
+        "its weights in the dict ``params`` (the block's state dict as NumPy arrays, with ``n_heads``, "
+        "``n_kv_heads``, ``eps`` and ``rope_base``). If ``trace`` is a dict, fill it with "
+        + ", ".join(f"``{k}``" for k in BLOCK_TRACE) + " so that a disagreement is traced to its part. Pass a "
+        "dict of your parts (``rms_norm_np``, ``rotate_to``, ``gqa_by_groups``, ``swiglu_np``, "
+        "``llama_block_by_hand``) to have each checked before the whole.",
+    reference=_block_reference,
+    cases=_block_cases(),
+    mistakes=(
+        Mistake(_rotated_clockwise, "rotary positions: the queries and keys are rotated counter-clockwise, by "
+                "+position * theta_i (check your rotate_to)."),
+        Mistake(_norm_without_eps, "RMSNorm: eps goes inside the square root, added to the mean square."),
+        Mistake(_no_residual, "the residual connections: each sublayer's output is ADDED to the stream "
+                "(x + attention(norm1(x)), then h + ffn(norm2(h)))."),
+        Mistake(_kv_heads_by_modulo, "grouped-query attention: query head i uses key-value head i // (n_heads / "
+                "n_kv_heads), heads in a row sharing one."),
+        Mistake(_values_rotated, "rotary positions rotate the queries and keys only: the values are not rotated."),
+        Mistake(_second_norm_on_input, "the second norm: it normalises the stream after attention, not the "
+                "block's input."),
+        Mistake(_block_not_causal, "the attention is causal: each position sees only itself and the ones before."),
+    ),
+    atol=1e-8,
+    rtol=1e-6,
+    forbidden=(at.DecoderBlock.forward, at.MultiHeadAttention.forward, at.SwiGLU.forward, at.RMSNorm.forward,
+               at.GPT.forward, "attnbook.torch.rotary.RotaryTables.forward", *_GQA_FORBIDDEN, an.apply_rotary,
+               an.apply_rotary_complex, an.rotate_half, "attnbook.torch.apply_rotary",
+               "attnbook.torch.apply_rotary_complex", "attnbook.torch.rotate_half", an.swiglu,
+               "attnbook.torch.swiglu", *_RMS_NORMS),
+    parts=(("rms_norm_np", _check_rms_norm_part), ("rotate_to", check_rotate_to),
+           ("gqa_by_groups", check_gqa_by_groups), ("swiglu_np", _check_swiglu_part)),
+    diagnose=_first_block_disagreement,
 )
