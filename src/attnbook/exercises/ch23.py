@@ -4,74 +4,224 @@ from __future__ import annotations
 
 import random
 
-from attnbook.data.bpe import merge_pair, pair_counts
+from attnbook.data.bpe import BPETokenizer, chunk_counts, learn_merges, merge_pair, pair_counts
 from attnbook.exercises._harness import Case, Checker, Mistake
 
 
-def _most_frequent(ids):
-    counts = pair_counts(ids)
-    return min(counts, key=lambda p: (-counts[p], p))  # highest count, then the smallest pair
+def _encode_by_rank(word, merges):
+    return BPETokenizer(merges)._encode_chunk(word)
 
 
-def _first_seen(ids):
-    counts = pair_counts(ids)
-    return max(counts, key=counts.get)  # a dict keeps insertion order: ties go to the pair seen first
+def _present(ids, ranks):
+    return [(i, (a, b)) for i, (a, b) in enumerate(zip(ids, ids[1:], strict=False)) if (a, b) in ranks]
 
 
-def _no_overlaps(ids):
-    counts, i = {}, 0
-    while i + 1 < len(ids):
-        pair = (ids[i], ids[i + 1])
-        counts[pair] = counts.get(pair, 0) + 1
-        i += 2 if pair[0] == pair[1] else 1  # "aaa" counted as one ("a", "a")
-    return min(counts, key=lambda p: (-counts[p], p))
-
-
-def _pair_cases() -> list[Case]:
-    g = random.Random(2323)
-    cases = [Case("[3, 3, 3, 1, 2, 1, 2]", ([3, 3, 3, 1, 2, 1, 2],)),
-             Case("[1, 2, 1, 2, 7, 7, 7, 7]", ([1, 2, 1, 2, 7, 7, 7, 7],))]
-    for n, k in ((30, 3), (200, 6)):
-        cases.append(Case(f"{n} random ids below {k}", ([g.randrange(k) for _ in range(n)],)))
-    return cases
-
-
-check_most_frequent_pair = Checker(
-    name="most_frequent_pair",
-    doc="Check ``fn(ids) -> (a, b)``: the adjacent pair with the highest count, ties to the smallest pair.",
-    reference=_most_frequent,
-    cases=_pair_cases(),
-    mistakes=(
-        Mistake(_first_seen, "among pairs with the same count, return the smallest pair (compare the tuples), "
-                "not the one seen first: the rule must not depend on where a pair first occurs."),
-        Mistake(_no_overlaps, "count every position: in [7, 7, 7] the pair (7, 7) occurs twice, at positions 0 "
-                "and 1."),
-    ),
-)
-
-
-def _first_only(ids, pair, new_id):
-    ids = list(ids)
-    for i in range(len(ids) - 1):
-        if (ids[i], ids[i + 1]) == tuple(pair):
-            return ids[:i] + [new_id] + ids[i + 2:]
+def _merge_until_done(word, merges, pick, first=256):
+    """Merge the pair ``pick`` chooses among the learned pairs present, until none is present."""
+    ranks = {tuple(pair): k for k, pair in enumerate(merges)}
+    ids = list(word.encode("utf-8"))
+    while present := _present(ids, ranks):
+        i, pair = pick(present, ranks)
+        ids = merge_pair(ids, pair, first + ranks[pair])
     return ids
 
 
-def _right_to_left(ids, pair, new_id):
-    return merge_pair(list(ids)[::-1], tuple(pair)[::-1], new_id)[::-1]
+def _leftmost_first(word, merges):
+    return _merge_until_done(word, merges, lambda present, ranks: present[0])
 
 
-check_apply_merge = Checker(
-    name="apply_merge",
-    doc="Check ``fn(ids, pair, new_id) -> list``: every occurrence of ``pair`` replaced, left to right.",
-    reference=lambda ids, pair, new_id: merge_pair(list(ids), tuple(pair), new_id),
-    cases=[Case("ids [1, 2, 3, 1, 2], pair (1, 2), new_id 9", ([1, 2, 3, 1, 2], (1, 2), 9)),
-           Case("ids [5, 5, 5, 1], pair (5, 5), new_id 7", ([5, 5, 5, 1], (5, 5), 7)),
-           Case("ids [4], pair (4, 4), new_id 8", ([4], (4, 4), 8)),
-           Case("ids [2, 1, 2, 1, 2, 1, 1], pair (2, 1), new_id 300", ([2, 1, 2, 1, 2, 1, 1], (2, 1), 300))],
+def _latest_first(word, merges):
+    return _merge_until_done(word, merges, lambda present, ranks: max(present, key=lambda ip: ranks[ip[1]]))
+
+
+def _smallest_ids_first(word, merges):
+    return _merge_until_done(word, merges, lambda present, ranks: min(present, key=lambda ip: ip[1]))
+
+
+def _ids_from_255(word, merges):
+    return _merge_until_done(word, merges, lambda present, ranks: min(present, key=lambda ip: ranks[ip[1]]), 255)
+
+
+def _longest_prefix(word, merges):
+    """Greedy longest match from the left, as WordPiece encodes: not BPE's rule."""
+    vocab = BPETokenizer(merges).vocab
+    index = {piece: i for i, piece in enumerate(vocab)}
+    data, out = word.encode("utf-8"), []
+    while data:
+        n = max(n for n in range(1, len(data) + 1) if data[:n] in index)
+        out.append(index[data[:n]])
+        data = data[n:]
+    return out
+
+
+def _fresh_ids_only(merges):
+    """The longest prefix of ``merges`` in which merge k makes the new id 256 + k (no bytes made twice)."""
+    tok = BPETokenizer(merges)
+    n = next((k for k, pair in enumerate(merges) if tok.ranks[pair][1] != 256 + k), len(merges))
+    return [tuple(pair) for pair in merges[:n]]
+
+
+def _rank_cases() -> list[Case]:
+    toy = learn_merges(chunk_counts("low low low low lower lower newest newest newest widest widest newer"), 8)
+    g = random.Random(2323)
+    # A corpus over few letters: many merges build on one another, so the order they are applied in matters.
+    corpus = " ".join("".join(g.choice("aab") for _ in range(g.randint(2, 9))) for _ in range(400))
+    merges = _fresh_ids_only(learn_merges(chunk_counts(corpus), 40))
+    learned = f"{len(merges)} merges learned from words over 'a' and 'b'"
+    # " abaaabab" first: there the leftmost merge is right and the longest match from the left is not.
+    cases = [Case(f"word ' abaaabab', {learned}", (" abaaabab", merges))]
+    cases += [Case(f"word {w!r}, the chapter's 8 toy merges", (w, toy)) for w in (" lowest", " newer", " slow")]
+    words = [" " + "".join(g.choice("ab") for _ in range(n)) for n in (5, 8, 12, 16, 16, 20, 24, 30)]
+    cases += [Case(f"word {w!r}, {learned}", (w, merges)) for w in words]
+    cases.append(Case("word 'b', no merge applies", ("b", merges)))
+    cases.append(Case("word ' naïve' (bytes of 'ï' never merged), the toy merges", (" naïve", toy)))
+    return cases
+
+
+check_encode_by_rank = Checker(
+    name="encode_by_rank",
+    doc="Check ``fn(word, merges) -> list of ids``: the BPE encoding of the string ``word`` (one chunk) under "
+        "``merges``, a list of (left, right) id pairs in the order learned, merge k making the id 256 + k: "
+        "start from the UTF-8 bytes of ``word`` and, while some adjacent pair is a merge, merge every "
+        "occurrence of the one learned earliest.",
+    reference=_encode_by_rank,
+    cases=_rank_cases(),
     mistakes=(
-        Mistake(_first_only, "replace every occurrence of the pair, not only the first."),
-        Mistake(_right_to_left, "scan from the left: in [5, 5, 5] the first two 5s merge, giving [7, 5]."),
+        Mistake(_leftmost_first, "merge the pair learned earliest among those present, wherever it sits, not the "
+                "first learned pair found from the left: in ' lowest', 'we' (merge 2) comes before ' low' "
+                "(merge 8), so it takes the 'w' first."),
+        Mistake(_latest_first, "the merge learned earliest goes first (the lowest rank), not the latest: the later "
+                "merges were learned on text the earlier ones had already merged."),
+        Mistake(_smallest_ids_first, "choose among the pairs present by rank (their place in `merges`), not by "
+                "their ids: the smallest ids only break ties between equal counts during training."),
+        Mistake(_ids_from_255, "merge k makes the id 256 + k: ids 0 to 255 are the bytes, so the first merge is 256."),
+        Mistake(_longest_prefix, "that is the longest match from the left (WordPiece's rule); BPE replays its "
+                "merges by rank, which can cut a word elsewhere."),
     ),
+    forbidden=(BPETokenizer._encode_chunk, BPETokenizer.encode_list, BPETokenizer.encode, BPETokenizer.pieces),
+)
+
+
+# --- training with counts kept up to date --------------------------------------------------------------
+
+def _learn_merges(chunks, n_merges):
+    return learn_merges(chunks, n_merges)
+
+
+# The mistakes below count and merge with helpers of their own: the package's are forbidden to an answer.
+def _count(ids, counts, weight):
+    for pair in zip(ids, ids[1:], strict=False):
+        counts[pair] = counts.get(pair, 0) + weight
+    return counts
+
+
+def _merge(ids, pair, new_id):
+    text = "".join(map(chr, ids))  # each id one character: str.replace merges from the left, without overlaps
+    return [ord(c) for c in text.replace(chr(pair[0]) + chr(pair[1]), chr(new_id))]
+
+
+def _recount_each_step(chunks, n_merges, counter, pick):
+    """Training that recounts every chunk at every step, with ``counter(ids, counts, weight)`` and ``pick``."""
+    words = {tuple(chunk): n for chunk, n in chunks.items()}
+    merges = []
+    for k in range(n_merges):
+        counts = {}
+        for ids, n in words.items():
+            counter(list(ids), counts, n)
+        if not counts:
+            break
+        best = pick(counts)
+        merges.append(best)
+        words = {tuple(_merge(list(ids), best, 256 + k)): n for ids, n in words.items()}
+    return merges
+
+
+def _smallest(counts):
+    return min(counts, key=lambda p: (-counts[p], p))
+
+
+def _first_seen_ties(chunks, n_merges):
+    return _recount_each_step(chunks, n_merges, _count, lambda counts: max(counts, key=counts.get))
+
+
+def _each_chunk_once(chunks, n_merges):
+    return _recount_each_step(chunks, n_merges, lambda ids, counts, n: _count(ids, counts, 1), _smallest)
+
+
+def _no_overlaps(ids, counts, weight):
+    i = 0
+    while i + 1 < len(ids):
+        counts[(ids[i], ids[i + 1])] = counts.get((ids[i], ids[i + 1]), 0) + weight
+        i += 2 if ids[i] == ids[i + 1] else 1  # "aaa" counted as one ("a", "a")
+    return counts
+
+
+def _without_overlaps(chunks, n_merges):
+    return _recount_each_step(chunks, n_merges, _no_overlaps, _smallest)
+
+
+def _never_subtracted(chunks, n_merges):
+    """Counts kept between steps, but a changed chunk's old pairs are never taken away: only the merged
+    pair is dropped, and the new chunk's pairs are added."""
+    words = [list(chunk) for chunk in chunks]
+    freq = list(chunks.values())
+    counts = {}
+    for w, n in zip(words, freq, strict=True):
+        _count(w, counts, n)
+    merges = []
+    for k in range(n_merges):
+        if not counts:
+            break
+        best = _smallest(counts)
+        merges.append(best)
+        del counts[best]
+        for i, w in enumerate(words):
+            new = _merge(w, best, 256 + k)
+            if len(new) < len(w):
+                words[i] = new
+                _count(new, counts, freq[i])
+                counts.pop(best, None)
+    return merges
+
+
+def _training_cases() -> list[Case]:
+    toy = chunk_counts("low low low low lower lower newest newest newest widest widest newer")
+    cases = [Case("the chapter's toy chunks, 8 merges", (toy, 8)),
+             Case("{b'xyz': 2, b'abc': 2}, 3 merges (every pair ties)", ({b"xyz": 2, b"abc": 2}, 3)),
+             Case("{b'aaaa': 2, b'abab': 3, b'ba': 1}, 4 merges", ({b"aaaa": 2, b"abab": 3, b"ba": 1}, 4)),
+             Case("{b'hello': 1, b'yellow': 1, b' mellow': 5}, 6 merges",
+                  ({b"hello": 1, b"yellow": 1, b" mellow": 5}, 6)),
+             Case("{b'ab': 4}, 3 merges (one pair to learn: training stops)", ({b"ab": 4}, 3)),
+             Case("{b'abc': 1}, 0 merges", ({b"abc": 1}, 0))]
+    g = random.Random(23)
+    for n_chunks, n_merges in ((30, 15), (200, 40)):
+        chunks = {}
+        for _ in range(n_chunks):
+            chunk = bytes(g.choice(b" abcab") for _ in range(g.randint(1, 10)))
+            chunks[chunk] = chunks.get(chunk, 0) + g.randint(1, 5)
+        learned = learn_merges(chunks, n_merges)
+        fresh = _fresh_ids_only(learned)  # keep the cases where merge k makes id 256 + k
+        cases.append(Case(f"{len(chunks)} random chunks over ' abc', {len(fresh)} merges", (chunks, len(fresh))))
+    return cases
+
+
+check_learn_merges_incremental = Checker(
+    name="learn_merges_incremental",
+    doc="Check ``fn(chunks, n_merges) -> list of (left, right)``: the merges BPE learns from ``chunks`` (a dict "
+        "from each chunk's bytes to its count) in order, at most ``n_merges``: each step merges the pair with the "
+        "highest count (every position counted, weighted by the chunk's count), ties to the smallest (left, "
+        "right), merge k making the id 256 + k; it stops early when no pair is left.",
+    reference=_learn_merges,
+    cases=_training_cases(),
+    mistakes=(
+        Mistake(_first_seen_ties, "among pairs with the same count, take the smallest (left, right), not the one "
+                "your dictionary met first: the rule must not depend on the order of the chunks."),
+        Mistake(_each_chunk_once, "weight each chunk's pairs by its count: a chunk that occurs 5 times in the text "
+                "adds 5 to each of its pairs."),
+        Mistake(_without_overlaps, "count every position: in 'aaaa' the pair ('a', 'a') occurs 3 times, although "
+                "one merge can use only two of them."),
+        Mistake(_never_subtracted, "when a chunk changes, take its old pairs out of the counts before adding its "
+                "new ones: a merge also destroys the pairs that overlapped it (merging 'lo' in 'low' removes 'ow')."),
+    ),
+    forbidden=(learn_merges, pair_counts, merge_pair, BPETokenizer.from_text),
 )

@@ -1,60 +1,248 @@
-"""Checkers for the coding exercises of chapter 24 (masked language modelling)."""
+"""Checkers for the coding exercises of chapter 24 (masked language modelling).
+
+BERT's corruption is random, so its checker cannot compare the learner's answer with the package's value by
+value. It runs the learner's function on long sequences and tests what must hold for any correct draw:
+positions that are not chosen keep their ids; the share of chosen positions, and among the chosen ones the
+shares masked, changed to another id and left as they were, each lie within ``SDS`` binomial standard
+deviations of what ``mask_tokens`` promises; a random replacement is never the mask id and is uniform over
+the others. An answer that reproduces the package's own draws passes at once.
+"""
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 import torch
-import torch.nn.functional as F
 
-from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.training.mlm import masked_lm_loss
+from attnbook.exercises._harness import _NOT_ATTEMPTED, Case, Checker, Mistake, _Rejected, _values
+from attnbook.training.mlm import mask_tokens
 
-
-def _masked_loss(logits, targets, chosen):
-    return float(masked_lm_loss(logits, targets, chosen))
-
-
-def _every_position(logits, targets, chosen):
-    return float(F.cross_entropy(logits.flatten(0, -2), targets.flatten()))
+SDS = 5.0  # a share passes within this many standard deviations: about one false alarm in 1.7 million per test
+# What the harness reports before any comparison: a refusal, an exception, a time-out, the untouched stub.
+_FORM = ("calls ", "changed its input", "raised", "did not return", "called sys.exit", _NOT_ATTEMPTED)
 
 
-def _summed(logits, targets, chosen):
-    return float(F.cross_entropy(logits[chosen], targets[chosen], reduction="sum"))
+def _mask_tokens(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    return mask_tokens(ids, mask_id, vocab_size, rate, mask_prob, random_prob, torch.Generator().manual_seed(seed))
 
 
-def _over_all_positions(logits, targets, chosen):
-    per_position = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), reduction="none")
-    return float((per_position * chosen.flatten()).sum() / chosen.numel())
+def _pair(answer: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | str:
+    """The answer as (inputs, chosen) arrays of ``shape``, or a sentence saying why it is not one."""
+    if isinstance(answer, (tuple, list)) and len(answer) == 2:
+        parts = answer
+    elif getattr(answer, "shape", None) is not None and tuple(answer.shape) == (2, *shape):
+        parts = (answer[0], answer[1])  # the pair stacked into one array
+    else:
+        return None  # let the harness's own description stand
+    try:
+        inputs, chosen = _values(parts[0]), _values(parts[1])
+    except _Rejected as rejected:
+        return str(rejected)
+    if inputs.shape != shape or chosen.shape != shape:
+        return (f"returned inputs of shape {inputs.shape} and chosen of shape {chosen.shape}; both must have the "
+                f"shape of ids, {shape}")
+    if inputs.dtype.kind == "f" and not np.all(np.isfinite(inputs)):
+        return "returned NaN or infinity among the inputs; they must be token ids"
+    if not (np.all(inputs == np.round(inputs)) and inputs.min(initial=0) >= 0):
+        return "returned inputs that are not whole numbers of 0 or more; they must be token ids"
+    if not np.all((chosen == 0) | (chosen == 1)):
+        return "returned a chosen that is not boolean (True/False, or 1/0)"
+    return inputs.astype(np.int64), chosen.astype(bool)
 
 
-def _the_others(logits, targets, chosen):
-    return float(F.cross_entropy(logits[~chosen], targets[~chosen]))
+def _share_test(name: str, count: int, total: int, p: float, what: str) -> tuple[str, str, str] | None:
+    """``(name, sign, sentence)`` when ``count / total`` is more than ``SDS`` standard deviations from ``p``."""
+    if total == 0:
+        return None
+    share = count / total
+    sd = math.sqrt(p * (1 - p) / total)
+    if abs(share - p) <= SDS * sd + 1e-12:
+        return None
+    sign = "all" if count == total else "none" if count == 0 else "+" if share > p else "-"
+    return name, sign, (f"{what}: {count:,} of {total:,} ({share:.4f}), expected {p:.4f} \u00b1 {SDS * sd:.4f} "
+                        f"({SDS:g} standard deviations)")
 
 
-def _loss_cases() -> list[Case]:
-    cases = [Case("logits [[[2, 0], [0, 2], [1, 1]]], targets [[0, 0, 1]], chosen [[False, True, True]]",
-                  (torch.tensor([[[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]]]), torch.tensor([[0, 0, 1]]),
-                   torch.tensor([[False, True, True]])))]
-    g = torch.Generator().manual_seed(2024)
-    for B, T, V in ((2, 6, 5), (3, 16, 9)):
-        chosen = torch.rand(B, T, generator=g) < 0.3
-        chosen[0, 1] = True  # at least one chosen
-        cases.append(Case(f"random logits ({B}, {T}, {V}), about 30% of positions chosen",
-                          (torch.randn(B, T, V, generator=g), torch.randint(V, (B, T), generator=g), chosen)))
+def _failures(args: tuple[Any, ...], answer: Any) -> list[tuple[str, str, str]] | str | None:
+    """Every statistical test the answer fails, in order, as ``(test, sign, sentence)``; a sentence when
+    the answer is not a pair of arrays; ``None`` when it cannot be read at all."""
+    ids, mask_id, vocab_size, _, rate, mask_prob, random_prob = args
+    x = ids.numpy()
+    pair = _pair(answer, tuple(x.shape))
+    if pair is None or isinstance(pair, str):
+        return pair
+    inputs, chosen = pair
+    if inputs.max(initial=0) >= vocab_size:
+        return f"returned inputs up to {int(inputs.max())}; token ids lie in [0, vocab_size - 1 = {vocab_size - 1}]"
+    failed = []
+    moved = int(((inputs != x) & ~chosen).sum())
+    if moved:
+        failed.append(("untouched", "+", f"{moved:,} positions that are not chosen have changed; they must keep "
+                                         "their ids"))
+    n, k = x.size, int(chosen.sum())
+    shown, original = inputs[chosen], x[chosen]
+    masked = int((shown == mask_id).sum())
+    kept = int((shown == original).sum())
+    other = k - masked - kept
+    keep_prob = 1 - mask_prob - random_prob
+    tests = (("chosen", k, n, rate, "chosen positions"),
+             ("masked", masked, k, mask_prob, "chosen positions showing the mask id"),
+             ("other", other, k, random_prob * (vocab_size - 2) / (vocab_size - 1),
+              "chosen positions showing another id than their own, not the mask"),
+             ("kept", kept, k, keep_prob + random_prob / (vocab_size - 1), "chosen positions showing their own id"))
+    failed += [f for f in (_share_test(*t) for t in tests) if f is not None]
+    if rate == 1 and mask_prob == 0 and random_prob == 1:  # every position replaced at random: uniform ids
+        counts = np.bincount(inputs.ravel(), minlength=vocab_size)
+        p = 1 / (vocab_size - 1)
+        sd = math.sqrt(p * (1 - p) / n)
+        far = [i for i in range(vocab_size) if i != mask_id and abs(counts[i] / n - p) > SDS * sd]
+        if far:
+            failed.append(("uniform", "", f"with every position replaced at random, id {far[0]} came up "
+                                          f"{int(counts[far[0]]):,} times in {n:,}, expected about {n * p:,.0f}: "
+                                          "a random id is uniform over the ids other than the mask"))
+    return failed
+
+
+def _key(failures: list[tuple[str, str, str]] | str | None) -> Any:
+    return failures if not isinstance(failures, list) else frozenset((name, sign) for name, sign, _ in failures)
+
+
+@dataclass(repr=False)
+class StatisticalChecker(Checker):
+    """A ``Checker`` for a random answer: ``judge(args, answer)`` lists the tests the answer fails, as
+    ``(test, sign, sentence)``; an answer passes a case when it fails none (or equals the reference's own
+    draw). A mistake's hint is shown when the learner's answer fails the same tests, in the same direction,
+    as the mistake's answer on that case."""
+
+    judge: Callable[[tuple[Any, ...], Any], Any] = _failures
+
+    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = ()
+                    ) -> str | None:
+        returned = {}
+
+        @functools.wraps(fn)
+        def recorded(*args: Any) -> Any:
+            returned["answer"] = fn(*args)
+            return returned["answer"]
+
+        plain = Checker(self.name, self.doc, self.reference, [case], atol=self.atol, rtol=self.rtol,
+                        time_limit=self.time_limit)
+        problem = Checker._check_case(plain, recorded, case, forbidden)  # runs it as every checker does
+        if problem is None or "answer" not in returned or problem.startswith(_FORM):
+            return problem
+        failures = self.judge(case.args, returned["answer"])
+        if failures is None:
+            return problem  # not even a pair of arrays: the harness's description says what came back
+        if isinstance(failures, str):
+            return f"{failures} (input: {case.label})."
+        if not failures:
+            return None
+        message = f"{failures[0][2]} (input: {case.label})."
+        for mistake in self.mistakes:
+            try:
+                typical = self.judge(case.args, mistake.fn(*case.args))
+            except Exception:
+                continue
+            if _key(typical) == _key(failures):
+                return f"{message} Hint: {mistake.hint}"
+        return message
+
+
+# --- the typical wrong answers ----------------------------------------------------------------------
+
+def _draws(ids, vocab_size, seed):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(ids.shape, generator=g), torch.rand(ids.shape, generator=g),
+            torch.randint(vocab_size - 1, ids.shape, generator=g), g)
+
+
+def _corrupt(ids, pick, kind, random_ids, mask_id, mask_prob, random_prob):
+    out = ids.clone()
+    to_random = pick & (kind >= mask_prob) & (kind < mask_prob + random_prob)
+    out[pick & (kind < mask_prob)] = mask_id
+    out[to_random] = random_ids[to_random]
+    return out
+
+
+def _other_ids(random_ids, mask_id):
+    return random_ids + (random_ids >= mask_id).long()
+
+
+def _every_position_corrupted(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    _, kind, random_ids, _ = _draws(ids, vocab_size, seed)
+    every = torch.ones_like(ids, dtype=torch.bool)
+    return _corrupt(ids, every, kind, _other_ids(random_ids, mask_id), mask_id, mask_prob, random_prob), every
+
+
+def _targets_everywhere(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    pick, kind, random_ids, _ = _draws(ids, vocab_size, seed)
+    inputs = _corrupt(ids, pick < rate, kind, _other_ids(random_ids, mask_id), mask_id, mask_prob, random_prob)
+    return inputs, torch.ones_like(ids, dtype=torch.bool)
+
+
+def _targets_where_changed(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    pick, kind, random_ids, _ = _draws(ids, vocab_size, seed)
+    inputs = _corrupt(ids, pick < rate, kind, _other_ids(random_ids, mask_id), mask_id, mask_prob, random_prob)
+    return inputs, inputs != ids
+
+
+def _random_may_be_the_mask(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    pick, kind, _, g = _draws(ids, vocab_size, seed)
+    random_ids = torch.randint(vocab_size, ids.shape, generator=g)  # every id, the mask's included
+    return _corrupt(ids, pick < rate, kind, random_ids, mask_id, mask_prob, random_prob), pick < rate
+
+
+def _random_never_the_original(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    pick, kind, _, g = _draws(ids, vocab_size, seed)
+    step = torch.randint(1, vocab_size - 1, ids.shape, generator=g)  # among the V - 1 non-mask ids, skip ids
+    slot = ids - (ids > mask_id).long()  # the original's place among the non-mask ids
+    random_ids = _other_ids((slot + step) % (vocab_size - 1), mask_id)
+    return _corrupt(ids, pick < rate, kind, random_ids, mask_id, mask_prob, random_prob), pick < rate
+
+
+def _mask_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(2424)
+    cases = []
+    # (shape, vocab_size, mask_id, seed, rate, mask_prob, random_prob)
+    for shape, V, mask_id, seed, rate, m, q, what in (
+            ((64, 512), 66, 65, 0, 0.15, 0.8, 0.1, "BERT's recipe"),
+            ((6000,), 10, 0, 1, 0.5, 0.5, 0.3, "rate 0.5, mask_prob 0.5, random_prob 0.3"),
+            ((50, 200), 5, 2, 2, 1.0, 0.0, 1.0, "every position chosen and replaced at random"),
+            ((3, 7), 66, 65, 3, 1.0, 1.0, 0.0, "every position chosen and masked"),
+            ((1,), 3, 1, 4, 0.15, 0.8, 0.1, "a single id")):
+        others = torch.tensor([i for i in range(V) if i != mask_id])
+        ids = others[torch.randint(len(others), shape, generator=g)]
+        cases.append(Case(f"ids of shape {shape} over {V - 1} ids, mask_id {mask_id}, vocab_size {V}, seed {seed}, "
+                          f"{what}", (ids, mask_id, V, seed, rate, m, q)))
     return cases
 
 
-check_masked_loss = Checker(
-    name="masked_loss",
-    doc="Check ``fn(logits, targets, chosen) -> float``: the mean cross-entropy over the chosen positions only.",
-    reference=_masked_loss,
-    cases=_loss_cases(),
+check_mask_tokens_by_hand = StatisticalChecker(
+    name="mask_tokens_by_hand",
+    doc="Check ``fn(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob) -> (inputs, chosen)``: BERT's "
+        "corruption of the integer tensor ``ids``, with ``inputs`` shaped like ``ids`` and ``chosen`` boolean. "
+        "Each position is chosen with probability ``rate``; a chosen one becomes ``mask_id`` with probability "
+        "``mask_prob``, an id drawn uniformly from the ``vocab_size - 1`` ids other than ``mask_id`` with "
+        "probability ``random_prob``, and stays otherwise; positions not chosen keep their ids. Random, so "
+        "checked by its statistics on long sequences: each share within 5 standard deviations.",
+    reference=_mask_tokens,
+    cases=_mask_cases(),
     mistakes=(
-        Mistake(_every_position, "that is the loss over every position: keep only the chosen ones, logits[chosen] "
-                "and targets[chosen]."),
-        Mistake(_summed, "that is the sum over the chosen positions: the loss is their mean."),
-        Mistake(_over_all_positions, "that divides by every position: divide by the number of chosen positions."),
-        Mistake(_the_others, "that takes the positions that were not chosen: chosen is True where the loss is taken."),
+        Mistake(_every_position_corrupted, "choose about `rate` of the positions first: the 80/10/10 split applies "
+                "to the chosen positions only, and every other position is left alone and carries no loss."),
+        Mistake(_targets_everywhere, "`chosen` marks the positions the loss is taken on: the ones chosen for "
+                "corruption (about `rate` of them), not every position."),
+        Mistake(_targets_where_changed, "`chosen` must also mark the chosen positions that kept their id: the model "
+                "is asked to predict those too, which is why a visible character cannot be trusted blindly."),
+        Mistake(_random_may_be_the_mask, "draw the random id from the `vocab_size - 1` ids other than the mask: "
+                "a random replacement must never show the mask id."),
+        Mistake(_random_never_the_original, "draw the random id uniformly from every id but the mask's, the "
+                "original included: it happens to be the original with probability 1 / (vocab_size - 1)."),
     ),
-    atol=1e-6,
+    forbidden=(mask_tokens,),
 )
-
