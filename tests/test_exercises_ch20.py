@@ -6,8 +6,13 @@ import math
 import numpy as np
 import torch
 
-from attnbook.exercises import check_blockwise_attention, check_running_normalizer, check_tiled_backward
-from attnbook.exercises.ch20 import BlockStream
+from attnbook.exercises import (
+    check_blockwise_attention,
+    check_longest_context,
+    check_merge_partials,
+    check_tiled_backward,
+)
+from attnbook.exercises.ch20 import BlockStream, Partials
 
 
 def test_a_stream_reads_once_and_refuses_kept_blocks():
@@ -30,12 +35,90 @@ def test_a_stream_reads_once_and_refuses_kept_blocks():
 
 
 def test_two_passes_are_refused():
-    def two_passes(blocks):
-        m = max(float(b.max()) for b in blocks)
-        return m, sum(float(np.exp(b - m).sum()) for b in blocks)  # the stream is spent
+    def two_passes(q, blocks):
+        m = max(float((K_b @ q).max()) for K_b, _ in blocks)  # a first pass for the maximum
+        w = [(np.exp(K_b @ q - m), V_b) for K_b, V_b in blocks]  # the stream is spent: this raises
+        return sum(e @ V_b for e, V_b in w) / sum(e.sum() for e, _ in w)
 
-    verdict = check_running_normalizer(two_passes)
-    assert not verdict and "only once" in verdict.message
+    verdict = check_blockwise_attention(two_passes)
+    assert not verdict and ("only once" in verdict.message or "keep running statistics" in verdict.message)
+
+
+def test_longest_context_by_a_search_passes_and_a_strict_bound_fails():
+    def by_search(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+        per_token = 2 * n_layers * n_kv_heads * d_head * bytes_per_value * batch
+        lo, hi = 0, max(0, memory_bytes) // per_token + 1  # the answer lies in [lo, hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if weights_bytes + mid * per_token <= memory_bytes else (lo, mid)
+        return lo
+
+    def strict(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+        per_token = 2 * n_layers * n_kv_heads * d_head * bytes_per_value * batch
+        return max(0, (memory_bytes - weights_bytes - 1) // per_token)  # memory that is exactly full refused
+
+    assert check_longest_context(by_search)
+    verdict = check_longest_context(strict)
+    assert not verdict and "exactly 1,000 tokens" in verdict.message
+
+
+def test_longest_context_names_the_forgotten_batch_and_weights():
+    def one_sequence(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+        return max(0, (memory_bytes - weights_bytes) // (2 * n_layers * n_kv_heads * d_head * bytes_per_value))
+
+    def no_weights(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+        return memory_bytes // (2 * n_layers * n_kv_heads * d_head * bytes_per_value * batch)
+
+    assert "once per sequence" in check_longest_context(one_sequence).message
+    assert "weights take their share" in check_longest_context(no_weights).message
+
+
+def _merge_pairwise(parts):
+    # a tree reduction written another way: fold the triples two at a time, in logsumexp form
+    def combine(a, b):
+        (m1, l1, a1), (m2, l2, a2) = a, b
+        m = np.maximum(m1, m2)
+        f1, f2 = np.exp(m1 - m), np.exp(m2 - m)
+        return m, l1 * f1 + l2 * f2, a1 * f1[:, None] + a2 * f2[:, None]
+
+    merged = list(parts)
+    while len(merged) > 1:
+        merged = [combine(*merged[i:i + 2]) if i + 1 < len(merged) else merged[i] for i in range(0, len(merged), 2)]
+    m, ell, acc = merged[0]
+    return acc / ell[:, None]
+
+
+def test_a_pairwise_merge_passes_and_wrong_merges_are_named():
+    assert check_merge_partials(_merge_pairwise)
+
+    def without_acc_rescale(parts):
+        M = np.max([m for m, _, _ in parts], axis=0)
+        return sum(acc for _, _, acc in parts) / sum(ell * np.exp(m - M) for m, ell, _ in parts)[:, None]
+
+    def equal_weights(parts):
+        return np.mean([acc / ell[:, None] for _, ell, acc in parts], axis=0)
+
+    assert "rescale it by" in check_merge_partials(without_acc_rescale).message
+    assert "do not weigh the same" in check_merge_partials(equal_weights).message
+
+
+def test_a_merge_that_divides_each_part_first_fails_on_a_part_with_no_keys():
+    def normalise_each(parts):  # acc / l is 0 / 0 for a query that sees no key in a part
+        M = np.max([m for m, _, _ in parts], axis=0)
+        weights = [ell * np.exp(m - M) for m, ell, _ in parts]
+        outputs = [acc / ell[:, None] for _, ell, acc in parts]
+        return sum(w[:, None] * o for w, o in zip(weights, outputs, strict=True)) / sum(weights)[:, None]
+
+    verdict = check_merge_partials(normalise_each)
+    assert not verdict and "m = -inf" in verdict.message
+
+
+def test_partials_keep_their_source_through_a_copy():
+    import copy
+
+    parts = Partials([(np.zeros(1), np.ones(1), np.zeros((1, 2)))])
+    parts.source = ("Q", "K", "V", "mask")
+    assert copy.deepcopy(parts).source == parts.source
 
 
 def test_a_torch_answer_over_the_blocks_passes():

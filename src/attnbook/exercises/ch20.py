@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
-from attnbook.numpy import flash_attention_backward, online_normalizer, scaled_dot_product_attention, tiled_attention
+from attnbook.numpy import flash_attention_backward, scaled_dot_product_attention, tiled_attention
 from attnbook.torch import kv_cache_bytes
 
 HOLD_HINT = "keep running statistics, not the blocks: each block must be let go before the next but one is read."
@@ -65,80 +65,134 @@ class BlockStream:
         return f"BlockStream({shapes}, block_size={self.block_size})"
 
 
-def _kv_keys_only(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
-    return n_layers * n_kv_heads * d_head * n_tokens * bytes_per_value
+def _longest_context(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+    per_token = kv_cache_bytes(n_layers, n_kv_heads, d_head, 1, bytes_per_value) * batch
+    return max(0, (memory_bytes - weights_bytes) // per_token)
 
 
-def _kv_one_layer(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
-    return 2 * n_kv_heads * d_head * n_tokens * bytes_per_value
+def _context_no_weights(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+    return _longest_context(memory_bytes, 0, batch, n_layers, n_kv_heads, d_head, bytes_per_value)
 
 
-def _kv_bits(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value):
-    return 8 * kv_cache_bytes(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value)
+def _context_one_sequence(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+    return _longest_context(memory_bytes, weights_bytes, 1, n_layers, n_kv_heads, d_head, bytes_per_value)
 
 
-check_kv_cache_bytes = Checker(
-    name="kv_cache_bytes",
-    doc="Check ``fn(n_layers, n_kv_heads, d_head, n_tokens, bytes_per_value) -> int``: bytes of a KV cache.",
-    reference=kv_cache_bytes,
-    cases=[Case(f"n_layers={a}, n_kv_heads={b}, d_head={c}, n_tokens={t}, bytes_per_value={s}", (a, b, c, t, s))
-           for a, b, c, t, s in ((1, 1, 1, 1, 4), (12, 12, 64, 1, 2), (4, 2, 32, 100, 4), (80, 8, 128, 4096, 2))],
+def _context_keys_only(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+    return _longest_context(2 * memory_bytes - weights_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head,
+                            bytes_per_value)
+
+
+def _context_rounded_up(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
+    per_token = kv_cache_bytes(n_layers, n_kv_heads, d_head, 1, bytes_per_value) * batch
+    return max(0, -(-(memory_bytes - weights_bytes) // per_token))
+
+
+def _context_cases() -> list[Case]:
+    per = kv_cache_bytes(4, 2, 32, 1, 4)  # 2,048 bytes per token of one sequence
+    cases = [
+        Case("exactly 1,000 tokens of 4 sequences fit: memory = weights + 1,000 x 4 x 2,048 bytes",
+             (1_000_000 + 1000 * 4 * per, 1_000_000, 4, 4, 2, 32, 4)),
+        Case("one byte short of 1,000 tokens", (1_000_000 + 1000 * 4 * per - 1, 1_000_000, 4, 4, 2, 32, 4)),
+        Case("the weights alone do not fit", (10**9, 2 * 10**9, 1, 12, 12, 64, 2)),
+        Case("a 16 GiB card, 3 GB of weights, batch 8, 48 layers, 25 heads of 64, 16-bit",
+             (16 * 2**30, 3 * 10**9, 8, 48, 25, 64, 2)),
+        Case("an 80 GB card, 16 GB of weights, batch 32, 32 layers, 8 key-value heads of 128, 16-bit",
+             (80 * 10**9, 16 * 10**9, 32, 32, 8, 128, 2)),
+    ]
+    return cases
+
+
+check_longest_context = Checker(
+    name="longest_context",
+    doc="Check ``fn(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value) -> int``: "
+        "the most tokens per sequence whose key-value cache, for ``batch`` sequences, fits in the memory the "
+        "weights leave (0 when none does).",
+    reference=_longest_context,
+    cases=_context_cases(),
     mistakes=(
-        Mistake(_kv_keys_only, "the cache keeps keys AND values: a factor 2."),
-        Mistake(_kv_one_layer, "every layer has its own attention and its own cache: multiply by n_layers."),
-        Mistake(_kv_bits, "count bytes, not bits: bytes_per_value is already in bytes."),
+        Mistake(_context_no_weights, "the weights take their share of the memory first: only what they leave "
+                "holds the cache."),
+        Mistake(_context_one_sequence, "each of the batch's sequences has a cache of its own: a token of context "
+                "costs its bytes once per sequence."),
+        Mistake(_context_keys_only, "the cache keeps keys AND values: a factor 2 in the bytes per token."),
+        Mistake(_context_rounded_up, "round down: a token whose cache does not fit entirely does not fit."),
     ),
 )
 
 
-def _normalizer_of_stream(blocks):
-    m, ell = online_normalizer(blocks.whole(), blocks.block_size)
-    return float(m), float(ell)
+class Partials(list):
+    """Partial results ``(m, l, acc)`` of attention over disjoint sets of keys, as a list the learner reads;
+    ``source`` keeps the queries, keys, values and mask they came from, for the reference only."""
+
+    source: tuple = ()
 
 
-def _no_rescale(blocks):
-    m, ell = -math.inf, 0.0
-    for b in blocks:
-        m = max(m, float(b.max()))
-        ell = ell + float(np.exp(b - m).sum())  # the old terms are still relative to the old maximum
-    return m, ell
+def _partials(Q, K, V, mask, splits) -> Partials:
+    # each part: the running maximum m, the sum l of exp(s - m), and acc = sum exp(s - m) v over its keys
+    S = Q @ K.T / math.sqrt(Q.shape[-1])
+    S = np.where(mask, S, -np.inf)
+    parts = Partials()
+    for lo, hi in zip(splits[:-1], splits[1:], strict=True):
+        s = S[:, lo:hi]
+        m = s.max(axis=1)
+        with np.errstate(invalid="ignore"):  # a query with no key in this part: m = -inf, nothing to add
+            e = np.where(np.isfinite(m)[:, None], np.exp(s - m[:, None]), 0.0)
+        parts.append((m, e.sum(axis=1), e @ V[lo:hi]))
+    parts.source = (Q, K, V, mask)
+    return parts
 
 
-def _no_max(blocks):
-    m, ell = -math.inf, 0.0
-    for b in blocks:
-        m, ell = max(m, float(b.max())), ell + float(np.exp(b).sum())
-    return m, ell
+def _merged_reference(parts):
+    Q, K, V, mask = parts.source
+    return scaled_dot_product_attention(Q, K, V, mask=mask)[0]
 
 
-def _all_at_once(blocks):
-    x = np.concatenate(list(blocks))
-    return float(x.max()), float(np.exp(x - x.max()).sum())
+def _merge_plain_average(parts):
+    return sum(acc / ell[:, None] for _, ell, acc in parts) / len(parts)
 
 
-def _softmax_cases() -> list[Case]:
-    rng = np.random.default_rng(2020)
-    cases = [Case("x = [1, 2, 3] in blocks of 1", (BlockStream((np.array([1.0, 2.0, 3.0]),), 1),)),
-             Case("x = [3, 2, 1] in blocks of 2 (the maximum comes first)",
-                  (BlockStream((np.array([3.0, 2.0, 1.0]),), 2),)),
-             Case("x = [1000, 1001, 999] in blocks of 1 (exp overflows without the maximum)",
-                  (BlockStream((np.array([1000.0, 1001.0, 999.0]),), 1),))]
-    for n, block in ((7, 3), (40, 6)):
-        cases.append(Case(f"random scores, n={n}, spread 20, blocks of {block}",
-                          (BlockStream((np.cumsum(rng.normal(size=n)) * 5,), block),)))
+def _merge_no_rescale(parts):
+    return sum(acc for _, _, acc in parts) / sum(ell for _, ell, _ in parts)[:, None]
+
+
+def _merge_rescale_sum_only(parts):
+    M = np.max([m for m, _, _ in parts], axis=0)
+    L = sum(ell * np.exp(m - M) for m, ell, _ in parts)
+    return sum(acc for _, _, acc in parts) / L[:, None]
+
+
+def _merge_cases() -> list[Case]:
+    rng = np.random.default_rng(2021)
+    cases = []
+    for T_q, T_k, d, splits, label in ((1, 8, 4, (0, 4, 8), "one query, two halves of 8 keys"),
+                                       (3, 10, 4, (0, 3, 4, 10), "three queries, parts of 3, 1 and 6 keys"),
+                                       (4, 12, 8, (0, 12), "four queries, one part holding every key")):
+        Q, K, V = rng.normal(size=(T_q, d)), rng.normal(size=(T_k, d)), rng.normal(size=(T_k, d))
+        cases.append(Case(label, (_partials(Q, K, V, np.ones((T_q, T_k), dtype=bool), list(splits)),)))
+    Q, K, V = rng.normal(size=(2, 4)) * 40, rng.normal(size=(9, 4)) * 40, rng.normal(size=(9, 3))
+    cases.append(Case("two queries, scores in the hundreds (exp overflows without a maximum), parts of 5 and 4",
+                      (_partials(Q, K, V, np.ones((2, 9), dtype=bool), [0, 5, 9]),)))
+    Q, K, V = rng.normal(size=(4, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 2))
+    causal = np.tril(np.ones((4, 8), dtype=bool), k=4)  # the last 4 of 8 positions, as with a cache
+    cases.append(Case("four queries under a causal mask, parts of 4, 2 and 2 keys: in the last part, the first "
+                      "queries see no key (m = -inf, l = 0)", (_partials(Q, K, V, causal, [0, 4, 6, 8]),)))
     return cases
 
 
-check_running_normalizer = Checker(
-    name="running_normalizer",
-    doc="Check ``fn(blocks) -> (m, l)``: the maximum and the sum of exp(x - m) of scores read once, in blocks.",
-    reference=_normalizer_of_stream,
-    cases=_softmax_cases(),
+check_merge_partials = Checker(
+    name="merge_partials",
+    doc="Check ``fn(parts) -> O``: attention ``(T_q, d_v)`` from partial results ``(m, l, acc)`` over disjoint sets "
+        "of keys, each ``m`` and ``l`` ``(T_q,)`` and ``acc`` ``(T_q, d_v)``.",
+    reference=_merged_reference,
+    cases=_merge_cases(),
     mistakes=(
-        Mistake(_no_rescale, "when the running maximum grows from m to m', the sum so far was measured against m: "
-                "multiply it by exp(m - m') before adding the new terms."),
-        Mistake(_no_max, "subtract the running maximum before exp, or large scores overflow to inf."),
-        Mistake(_all_at_once, HOLD_HINT),
+        Mistake(_merge_plain_average, "the parts do not weigh the same: a part whose keys score higher holds more "
+                "of each query's weight. Weigh each part by its share of the total sum."),
+        Mistake(_merge_no_rescale, "each part's l and acc are measured against its own maximum: bring them to a "
+                "common one, multiplying by exp(m_i - M), before adding."),
+        Mistake(_merge_rescale_sum_only, "acc was measured against the part's maximum too: rescale it by "
+                "exp(m_i - M) as you rescale l."),
     ),
     atol=1e-12,
     rtol=1e-10,
