@@ -42,16 +42,29 @@ def test_answers_by_hand_pass():
 
 
 def test_the_planted_bugs_fail_without_a_hint_that_spells_them():
-    # the chapter's Debug exercise: a per-row sum without keepdims and dK = c dS Q
+    # the chapter's Debug exercise: dS an alias of the weights P (so dV reads the changed P), and dS.T, which
+    # also reverses the batch axes
     def colleagues(dO, Q, K, V, mask):
         c = 1 / np.sqrt(Q.shape[-1])
         _, P = anp.scaled_dot_product_attention(Q, K, V, mask=mask)
         dP = dO @ np.swapaxes(V, -1, -2)
-        dS = P * (dP - (dP * P).sum(axis=-1))
-        return np.stack((c * dS @ K, c * dS @ Q, np.swapaxes(P, -1, -2) @ dO))
+        dS = P
+        dS *= dP - (dP * P).sum(axis=-1, keepdims=True)
+        dV = np.swapaxes(P, -1, -2) @ dO
+        return np.stack((c * dS @ K, c * dS.T @ Q, dV))
 
     verdict = check_attention_backward(colleagues)
-    assert not verdict and "Hint" not in verdict.message and "keepdims" not in verdict.message
+    assert not verdict and "Hint" not in verdict.message and "alias" not in verdict.message
+
+    def only_the_alias_fixed(dO, Q, K, V, mask):
+        c = 1 / np.sqrt(Q.shape[-1])
+        _, P = anp.scaled_dot_product_attention(Q, K, V, mask=mask)
+        dP = dO @ np.swapaxes(V, -1, -2)
+        dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+        return np.stack((c * dS @ K, c * dS.T @ Q, np.swapaxes(P, -1, -2) @ dO))
+
+    verdict = check_attention_backward(only_the_alias_fixed)  # right on one sequence, wrong on a batch
+    assert not verdict and "batch" in verdict.message
 
 
 def by_autograd_attention(dO, Q, K, V, mask):

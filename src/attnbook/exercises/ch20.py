@@ -200,42 +200,42 @@ check_merge_partials = Checker(
 
 
 def _one_query(q, blocks):
+    # the output and the log-sum-exp of the scaled scores, from the package's tiled attention on the whole
     K, V = blocks.whole()
-    return scaled_dot_product_attention(q[None, :], K, V)[0][0]
+    return tiled_attention(q[None, :], K, V, block_q=1, block_k=len(K))[0]
 
 
-def _blocks_rescaling(q, blocks, *, rescale_sum: bool, rescale_acc: bool):
-    """Blockwise attention that forgets to rescale the running sum of weights, or of values, or both,
-    when the maximum grows: the wrong answers the two flags pick out."""
-    scale = 1.0 / math.sqrt(q.shape[0])
-    m, ell, acc = -np.inf, 0.0, 0.0
-    for K_b, V_b in blocks:
-        s = K_b @ q * scale
-        m_new = max(m, s.max())
-        p, r = np.exp(s - m_new), math.exp(m - m_new)
-        ell = (ell * r if rescale_sum else ell) + p.sum()
-        acc = (acc * r if rescale_acc else acc) + p @ V_b
-        m = m_new
-    return acc / ell
+def _lse_blocks(q, blocks, *, rescale_o=True, scale=None, l_is_max=False):
+    """The log-space loop with a switch for each mistake."""
+    c = 1 / math.sqrt(q.shape[0]) if scale is None else scale
+    L, o = -math.inf, 0.0
+    for K_block, V_block in blocks:
+        s = K_block @ q * c
+        top = max(L, float(s.max()))
+        L_new = top if l_is_max else top + math.log(math.exp(L - top) + float(np.exp(s - top).sum()))
+        o = (math.exp(L - L_new) if rescale_o else 1.0) * o + np.exp(s - L_new) @ V_block
+        L = L_new
+    return o
 
 
-def _blocks_no_rescale(q, blocks):
-    return _blocks_rescaling(q, blocks, rescale_sum=False, rescale_acc=False)
+def _o_not_rescaled(q, blocks):
+    return _lse_blocks(q, blocks, rescale_o=False)
 
 
-def _blocks_sum_only(q, blocks):
-    return _blocks_rescaling(q, blocks, rescale_sum=True, rescale_acc=False)
+def _l_is_the_max(q, blocks):
+    return _lse_blocks(q, blocks, l_is_max=True)
 
 
 def _no_scale(q, blocks):
-    K, V = blocks.whole()
-    return scaled_dot_product_attention(q[None, :], K, V, scale=1.0)[0][0]
+    return _lse_blocks(q, blocks, scale=1.0)
 
 
 def _keys_at_once(q, blocks):
     pairs = list(blocks)
     K, V = np.concatenate([k for k, _ in pairs]), np.concatenate([v for _, v in pairs])
-    return scaled_dot_product_attention(q[None, :], K, V)[0][0]
+    s = K @ q / math.sqrt(len(q))
+    L = float(s.max() + np.log(np.exp(s - s.max()).sum()))
+    return np.exp(s - L) @ V
 
 
 def _query_cases() -> list[Case]:
@@ -246,18 +246,23 @@ def _query_cases() -> list[Case]:
         K, V = rng.normal(size=(n, d)) * spread, rng.normal(size=(n, 3))
         K[n // 2] = q * 2  # a late key that raises the maximum: the rescaling matters
         cases.append(Case(f"q of size {d}, {n} keys and values in blocks of {block}", (q, BlockStream((K, V), block))))
+    q = np.array([30.0, -20.0])
+    K, V = np.array([[30.0, 0.0], [31.0, 1.0], [29.0, 2.0], [-40.0, 0.0]]), rng.normal(size=(4, 2))
+    cases.append(Case("scores near 640, in blocks of 2 (exp overflows without a shift)", (q, BlockStream((K, V), 2))))
     return cases
 
 
 check_blockwise_attention = Checker(
     name="blockwise_attention",
-    doc="Check ``fn(q, blocks) -> (d_v,)``: one query's attention over (K_block, V_block) pairs read once.",
+    doc="Check ``fn(q, blocks) -> o``: one query's attention output ``(d_v,)`` over (K_block, V_block) pairs read "
+        "once, keeping only the log-sum-exp L of the scores so far and the output normalised by it.",
     reference=_one_query,
     cases=_query_cases(),
     mistakes=(
-        Mistake(_blocks_no_rescale, "when the maximum grows, both running sums (the sum of weights and the weighted "
-                "sum of values) were measured against the old maximum: multiply them by exp(m - m_new)."),
-        Mistake(_blocks_sum_only, "rescale the weighted sum of values too, not only the sum of weights."),
+        Mistake(_o_not_rescaled, "the output so far is normalised by the old total, exp(L): when a block arrives, "
+                "multiply it by exp(L - L_new) before adding the block's terms."),
+        Mistake(_l_is_the_max, "L is the logarithm of the whole sum of exp(s), not the largest score: add the "
+                "logarithm of the sum of exp(s - max) to the maximum, or the output's weights do not sum to 1."),
         Mistake(_no_scale, "scale the scores by 1 / sqrt(d_k) as plain attention does."),
         Mistake(_keys_at_once, HOLD_HINT),
     ),
