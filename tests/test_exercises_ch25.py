@@ -4,32 +4,16 @@ that call the package's iteration, its exact factor or an SVD."""
 import numpy as np
 import torch
 
-from attnbook.exercises import check_newton_schulz_stack, check_polar_from_gram
-from attnbook.training.muon import newton_schulz, polar_factor
+from attnbook.exercises import check_polar_from_gram, check_quintic_for_slope
+from attnbook.training.muon import CUBIC, polar_factor
 
 
-def stack_with_gram_on_the_right(G, steps, coefficients):
-    # X (b A + c A A) with A = X^T X is the same odd polynomial of X, on every matrix of the stack
-    a, b, c = coefficients
-    X = G / G.pow(2).sum(dim=(-2, -1), keepdim=True).sqrt()
-    for _ in range(steps):
-        A = X.mT @ X
-        X = a * X + X @ (b * A + c * A @ A)
-    return X
-
-
-def stack_by_loop(G, steps, coefficients):
-    # one matrix at a time, by hand: slower than the batched products, but the same numbers
-    out = torch.empty_like(G)
-    flat, res = G.reshape(-1, *G.shape[-2:]), out.view(-1, *G.shape[-2:])
-    a, b, c = coefficients
-    for i, M in enumerate(flat):
-        X = M / torch.linalg.norm(M)
-        for _ in range(steps):
-            A = X @ X.T
-            X = a * X + (b * A + c * A @ A) @ X
-        res[i] = X
-    return out
+def quintic_by_sympy_free_solve(a):
+    # the two conditions as a 2 x 2 system, solved by Cramer's rule
+    det = 1 * 5 - 1 * 3
+    b = ((1 - a) * 5 - 1 * (-a)) / det
+    c = (1 * (-a) - 3 * (1 - a)) / det
+    return [a, b, c]  # a list is accepted too
 
 
 def polar_by_cholesky_free_numpy(G):
@@ -43,45 +27,31 @@ def polar_by_cholesky_free_numpy(G):
 
 
 def test_answers_computed_another_way_pass():
-    assert check_newton_schulz_stack(stack_with_gram_on_the_right)
-    assert check_newton_schulz_stack(stack_by_loop)
+    assert check_quintic_for_slope(quintic_by_sympy_free_solve)
     assert check_polar_from_gram(polar_by_cholesky_free_numpy)
 
 
-def test_one_norm_for_the_whole_stack_is_named():
-    def one_norm(G, steps, coefficients):
-        a, b, c = coefficients
-        tall = G.shape[-2] > G.shape[-1]
-        X = G.mT if tall else G
-        X = X / torch.linalg.norm(X)
-        for _ in range(steps):
-            A = X @ X.mT
-            X = a * X + (b * A + c * A @ A) @ X
-        return X.mT if tall else X
-
-    verdict = check_newton_schulz_stack(one_norm)
-    assert not verdict and "its own Frobenius norm" in str(verdict)
+def test_the_slope_of_the_cubic_gives_the_cubic():
+    a, b, c = quintic_by_sympy_free_solve(1.5)
+    assert (a, b, c) == (CUBIC[0], CUBIC[1], CUBIC[2])  # the chapter's cubic is this family's member
 
 
-def test_a_stack_that_loses_its_leading_axes_is_refused():
-    def flattened(G, steps, coefficients):
-        return stack_by_loop(G, steps, coefficients).reshape(-1, *G.shape[-2:])
+def test_a_quintic_without_the_flat_slope_is_named():
+    verdict = check_quintic_for_slope(lambda a: (a, 1 - a, 0.0))
+    assert not verdict and "p'(1) = 0" in str(verdict)
 
-    verdict = check_newton_schulz_stack(flattened)
-    assert not verdict and "shape" in str(verdict)
+    def second_derivative_zero(a):  # p''(1) = 6b + 20c = 0 instead of p'(1) = 0
+        c = (1 - a) * 6 / (6 - 20)
+        return (a, 1 - a - c, c)
+
+    assert not check_quintic_for_slope(second_derivative_zero)
 
 
 def test_delegating_answers_are_refused():
-    def per_matrix(G, steps, coefficients):
-        flat = G.reshape(-1, *G.shape[-2:])
-        return torch.stack([newton_schulz(M, steps, coefficients) for M in flat]).reshape(G.shape)
-
     def by_svd(G):
         U, _, Vh = torch.linalg.svd(G, full_matrices=False)
         return U @ Vh
 
-    verdict = check_newton_schulz_stack(per_matrix)
-    assert not verdict and "newton_schulz" in str(verdict)
     verdict = check_polar_from_gram(polar_factor)
     assert not verdict and "polar_factor" in str(verdict)
     verdict = check_polar_from_gram(by_svd)
@@ -112,5 +82,5 @@ def test_unattempted_answers_say_so():
     def stub(*args):
         raise NotImplementedError
 
-    assert "not attempted" in str(check_newton_schulz_stack(stub))
+    assert "not attempted" in str(check_quintic_for_slope(stub))
     assert "not attempted" in str(check_polar_from_gram(stub))

@@ -53,8 +53,8 @@ _NEED_TORCH = {
     "check_encode_by_rank": "ch23",
     "check_learn_merges_incremental": "ch23",
     "check_mask_tokens_by_hand": "ch24",
-    "check_newton_schulz_stack": "ch25",
     "check_polar_from_gram": "ch25",
+    "check_quintic_for_slope": "ch25",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -92,13 +92,13 @@ __all__ = [
     "check_mha_parameters",
     "check_my_mha",
     "check_neighbours",
-    "check_newton_schulz_stack",
     "check_normalised_entropy",
     "check_offset_between",
     "check_offset_profile",
     "check_packed_self_mask",
     "check_polar_from_gram",
     "check_pre_norm_block",
+    "check_quintic_for_slope",
     "check_ring_cache_mask",
     "check_rms_norm_backward",
     "check_rms_norm_fp16",

@@ -2,80 +2,53 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.training.muon import CUBIC, QUINTIC, newton_schulz, polar_factor
+from attnbook.training.muon import newton_schulz, polar_factor
 
 _F64 = dict(dtype=torch.float64)
 # What would answer either exercise in one call: the package's iteration and exact factor, and an SVD.
 _ORTHOGONALISERS = (newton_schulz, polar_factor, "torch.linalg.svd", "torch.svd", "torch.linalg.svdvals")
 
 
-# --- Newton-Schulz for a stack of matrices ---------------------------------------------------------------
+# --- an odd quintic with 1 as an attracting fixed point ----------------------------------------------
 
-def _stack_reference(G, steps, coefficients):
-    # one matrix at a time through the package's iteration (calls inside a reference are not watched)
-    flat = G.reshape(-1, *G.shape[-2:])
-    out = torch.stack([newton_schulz(M, steps, coefficients) for M in flat])
-    return out.reshape(G.shape)
-
-
-def _stack_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(2503)
-    cases = []
-    for shape, steps, coefficients, name in (((3, 4, 6), 5, QUINTIC, "quintic"), ((2, 6, 4), 5, QUINTIC, "quintic"),
-                                             ((4, 5, 5), 3, CUBIC, "cubic"), ((2, 3, 3, 5), 2, QUINTIC, "quintic"),
-                                             ((1, 3, 7), 0, QUINTIC, "quintic")):
-        G = torch.randn(*shape, generator=g, **_F64) * 10
-        label = f"a stack of shape {shape}, {steps} steps, the {name} coefficients"
-        cases.append(Case(label, (G, steps, coefficients)))
-    scales = torch.tensor([1e-3, 1.0, 1e3], **_F64)[:, None, None]
-    G = torch.randn(3, 4, 8, generator=g, **_F64) * scales
-    cases.append(Case("three (4, 8) matrices of sizes 0.001, 1 and 1000, 5 quintic steps", (G, 5, QUINTIC)))
-    return cases
+def _quintic_reference(a):
+    # p(1) = a + b + c = 1 and p'(1) = a + 3b + 5c = 0, solved for (b, c) as a linear system
+    b, c = np.linalg.solve(np.array([[1.0, 1.0], [3.0, 5.0]]), np.array([1.0 - a, -a]))
+    return (a, b, c)
 
 
-def _stack_iterate(G, steps, coefficients, norm):
-    a, b, c = coefficients
-    tall = G.shape[-2] > G.shape[-1]
-    X = G.mT if tall else G
-    X = X / norm(X)
-    for _ in range(steps):
-        A = X @ X.mT
-        X = a * X + (b * A + c * A @ A) @ X
-    return X.mT if tall else X
+def _fixed_point_only(a):
+    return (a, 1.0 - a, 0.0)  # p(1) = 1 met with c = 0: a cubic, its slope at 1 left free
 
 
-def _one_norm_for_the_stack(G, steps, coefficients):
-    return _stack_iterate(G, steps, coefficients, lambda X: torch.linalg.norm(X))
+def _slope_one_at_one(a):
+    b, c = np.linalg.solve(np.array([[1.0, 1.0], [3.0, 5.0]]), np.array([1.0 - a, 1.0 - a]))
+    return (a, b, c)
 
 
-def _not_normalised(G, steps, coefficients):
-    return _stack_iterate(G, steps, coefficients, lambda X: 1.0)
+def _slope_sign_flipped(a):
+    b, c = np.linalg.solve(np.array([[1.0, 1.0], [3.0, 5.0]]), np.array([1.0 - a, a]))
+    return (a, b, c)
 
 
-def _spectral_normalised(G, steps, coefficients):
-    return _stack_iterate(G, steps, coefficients, lambda X: torch.linalg.matrix_norm(X, ord=2)[..., None, None])
-
-
-check_newton_schulz_stack = Checker(
-    name="newton_schulz_stack",
-    doc="Check ``fn(G, steps, coefficients) -> X``: Newton-Schulz on every matrix of a stack ``G`` ``(..., m, n)`` "
-        "float64 at once, each matrix divided by its own Frobenius norm, then ``steps`` times "
-        "``X <- a X + (b A + c A A) X`` with ``A = X X^T``; ``X`` has ``G``'s shape.",
-    reference=_stack_reference,
-    cases=_stack_cases(),
+check_quintic_for_slope = Checker(
+    name="quintic_for_slope",
+    doc="Check ``fn(a) -> (a, b, c)``: the odd quintic ``p(s) = a s + b s^3 + c s^5`` with slope ``a`` at 0, "
+        "``p(1) = 1`` and ``p'(1) = 0``.",
+    reference=_quintic_reference,
+    cases=[Case(f"a = {a}", (a,)) for a in (1.5, 1.875, 3.4445, 2.0, 0.5, 3.0)],
     mistakes=(
-        Mistake(_one_norm_for_the_stack, "divide each matrix by its own Frobenius norm (over its last two axes, "
-                "keeping them for broadcasting), not the whole stack by one number: a small matrix in a stack "
-                "with a large one would start with singular values near 0 and stay far from 1."),
-        Mistake(_not_normalised, "divide each matrix by its Frobenius norm first: the polynomial pulls singular "
-                "values towards 1 only from inside [0, 1], and blows up larger ones."),
-        Mistake(_spectral_normalised, "divide by the Frobenius norm, as Muon does: it bounds the largest singular "
-                "value and costs no SVD."),
+        Mistake(_fixed_point_only, "p(1) = 1 alone leaves a coefficient free: the second condition, a flat p at "
+                "1 (p'(1) = 0), fixes it, and it is what makes 1 attract the singular values near it."),
+        Mistake(_slope_one_at_one, "the slope at 1 must be 0, not 1: with p'(1) = 1 a value near 1 moves away as "
+                "fast as it came."),
+        Mistake(_slope_sign_flipped, "check the signs: a + 3b + 5c is p'(1), and it must equal 0."),
     ),
-    forbidden=_ORTHOGONALISERS,
+    atol=1e-10,
 )
 
 
