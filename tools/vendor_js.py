@@ -2,13 +2,16 @@
 
 The widget manager (``@jupyter-widgets/html-manager``) and RequireJS are downloaded once as npm
 tarballs, checked against the registry's sha512 integrity, cached in ``.cache/npm``, and the files
-the site loads are copied into ``book/_static/vendor/`` (which git ignores). Python's standard library
-does all of it, so building the book needs no Node.js. Usage: ``python -m tools.vendor_js``.
+the site loads are copied into ``book/_static/vendor/`` (which git ignores). The tools that check the site
+(axe-core, the accessibility engine the site check runs in the browser) come the same way but stay in the
+cache: the site does not serve them. Python's standard library does all of it, so neither building nor
+checking the book needs Node.js. Usage: ``python -m tools.vendor_js``.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import io
 import json
@@ -22,11 +25,20 @@ REGISTRY = "https://registry.npmjs.org"
 CACHE = ROOT / ".cache" / "npm"
 VENDOR = ROOT / "book" / "_static" / "vendor"
 
-# package, version, file inside the tarball, name under _static/vendor
+# package, version, file inside the tarball (or a pattern), name under _static/vendor (or a folder for a pattern)
 FILES = [
     ("requirejs", "2.3.7", "package/require.js", "require.js"),
     ("@jupyter-widgets/html-manager", "1.0.6", "package/dist/embed-amd.js", "embed-amd.js"),
+    # The widgets' icon fonts, which the widget manager loads from beside its own module: widget-paths.js
+    # points that module at this folder, so that the fonts come from the site too.
+    ("@jupyter-widgets/html-manager", "1.0.6", "package/dist/*.woff2", "html-manager/"),
+    ("@jupyter-widgets/html-manager", "1.0.6", "package/dist/*.woff", "html-manager/"),
+    ("@jupyter-widgets/html-manager", "1.0.6", "package/dist/*.ttf", "html-manager/"),
 ]
+# package, version, file inside the tarball: scripts the site check injects into pages, never served by the site
+TOOLS = {
+    "axe-core": ("axe-core", "4.14.1", "package/axe.min.js"),
+}
 
 
 def _tarball(name: str, version: str) -> bytes:
@@ -48,15 +60,30 @@ def _tarball(name: str, version: str) -> bytes:
     return data
 
 
+def tool_script(key: str) -> str:
+    """The text of a checking tool's script (``TOOLS``), downloaded into the cache on first use."""
+    name, version, member = TOOLS[key]
+    with tarfile.open(fileobj=io.BytesIO(_tarball(name, version)), mode="r:gz") as tar:
+        return tar.extractfile(member).read().decode()
+
+
 def main() -> None:
     VENDOR.mkdir(parents=True, exist_ok=True)
     for name, version, member, target in FILES:
-        out = VENDOR / target
-        if out.exists():
+        if (VENDOR / target).exists() and not target.endswith("/"):
             continue
         with tarfile.open(fileobj=io.BytesIO(_tarball(name, version)), mode="r:gz") as tar:
-            out.write_bytes(tar.extractfile(member).read())
-        print(f"vendor_js: {name}@{version} -> {out.relative_to(ROOT)}")
+            for info in tar.getmembers():
+                if not fnmatch.fnmatch(info.name, member):
+                    continue
+                out = VENDOR / target / info.name.rsplit("/", 1)[-1] if target.endswith("/") else VENDOR / target
+                if out.exists():
+                    continue
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(tar.extractfile(info).read())
+                print(f"vendor_js: {name}@{version} -> {out.relative_to(ROOT)}")
+    for name, version, _ in TOOLS.values():
+        _tarball(name, version)  # into the cache now, so that the site check runs offline
 
 
 if __name__ == "__main__":
