@@ -40,6 +40,8 @@ _NEED_TORCH = {
     "check_warmup_cosine": "ch16",
     "check_attention_scores": "ch17",
     "check_bigram_loss": "ch17",
+    "check_generate_cached": "ch17",
+    "check_train_loop_by_hand": "ch17",
     "check_normalised_entropy": "ch18",
     "check_offset_profile": "ch18",
     "check_blockwise_attention": "ch20",
@@ -75,6 +77,7 @@ __all__ = [
     "check_distance_attention",
     "check_encode_by_rank",
     "check_encode_positions",
+    "check_generate_cached",
     "check_gpt_forward",
     "check_gpt_parameters",
     "check_gqa_by_groups",
@@ -114,5 +117,6 @@ __all__ = [
     "check_tiled_backward",
     "check_top_k_filter",
     "check_top_p_filter",
+    "check_train_loop_by_hand",
     "check_warmup_cosine",
 ]

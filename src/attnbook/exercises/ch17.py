@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-import torch
+import copy
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
 
-from attnbook.exercises._harness import Case, Checker, Mistake
+import torch
+import torch.nn.functional as F
+
+from attnbook.data.shakespeare import load_tinyshakespeare
+from attnbook.data.text import CharTokenizer, random_windows, split
+from attnbook.exercises._capstone import PartsChecker
+from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.torch.decoding import generate, sample_next
+from attnbook.torch.kvcache import KVCache
+from attnbook.torch.transformer import GPT, GPTConfig
+from attnbook.training.lm import evaluate_loss, train_gpt
+from attnbook.training.schedule import lr_at
+from attnbook.training.trainer import make_optimizer, optimizer_step, train
 
 
 def _bigram_counts(train_ids, V, start: float) -> torch.Tensor:
@@ -96,4 +112,527 @@ check_attention_scores = Checker(
         Mistake(_one_forward_too_many, "n new tokens take n forward passes: the last token sampled is never fed "
                 "back in."),
     ),
+)
+
+
+# --- greedy generation with a key-value cache ------------------------------------------------------------
+
+
+@dataclass(repr=False)
+class _OneThread(PartsChecker):
+    """A ``PartsChecker`` that runs on one thread: its models are so small that a second thread only waits
+    (and, on a busy machine, waits long), so a check takes the same time wherever it runs."""
+
+    def __call__(self, answer: Any) -> Verdict:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return super().__call__(answer)
+        finally:
+            torch.set_num_threads(threads)
+
+
+
+class _Calls:
+    """The forward passes of a model as the checker sees them: the number of tokens fed each time, whether a
+    cache came with them, the parameters at each (when asked) and the model that ran them.
+
+    A deep copy of a model copies its hooks; this recorder stays one object through every copy
+    (``__deepcopy__``), so the checker sees the calls made on whichever copy of the model an answer got.
+    """
+
+    def __init__(self) -> None:
+        self.snapshots = False
+        self.reset()
+
+    def __deepcopy__(self, memo: dict) -> _Calls:
+        return self
+
+    def reset(self, snapshots: bool = False) -> None:
+        self.lengths: list[int] = []
+        self.cached: list[bool] = []
+        self.params: list[dict[str, torch.Tensor]] = []
+        self.model: GPT | None = None
+        self.snapshots = snapshots
+
+    def hook(self, module: GPT, args: tuple, kwargs: dict) -> None:
+        ids = args[0] if args else kwargs.get("ids")
+        cache = args[1] if len(args) > 1 else kwargs.get("cache")
+        self.lengths.append(int(ids.shape[-1]) if torch.is_tensor(ids) else -1)
+        self.cached.append(cache is not None)
+        self.model = module
+        if self.snapshots:
+            self.params.append({k: v.detach().clone() for k, v in module.named_parameters()})
+
+
+class _CheckedGPT(GPT):
+    """The package's GPT, with a recorder of its forward passes, compared by ``==`` as the harness compares
+    arguments: equal weights (``trained=False``), or the same architecture when the exercise trains it."""
+
+    __hash__ = GPT.__hash__
+
+    def __init__(self, config: GPTConfig, trained: bool = False) -> None:
+        super().__init__(config)
+        self.trained = trained
+        self.calls = _Calls()
+        self.register_forward_pre_hook(self.calls.hook, with_kwargs=True)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GPT) or other.config != self.config:
+            return False
+        if self.trained:
+            return True
+        mine, theirs = self.state_dict(), other.state_dict()
+        return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"GPT(vocab_size={c.vocab_size}, block_size={c.block_size}, n_layers={c.n_layers}, "
+                f"n_heads={c.n_heads}, d_model={c.d_model})")
+
+
+def _random_model(seed: int, V: int, T: int, d: int, L: int, h: int, trained: bool = False,
+                  dtype: torch.dtype = torch.float64) -> _CheckedGPT:
+    """A GPT with random weights everywhere (biases and norms too), so that its logits are far from ties."""
+    torch.manual_seed(seed)
+    model = _CheckedGPT(GPTConfig(vocab_size=V, block_size=T, n_layers=L, n_heads=h, d_model=d,
+                                  activation="gelu"), trained=trained).to(dtype)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # matrices and tables of unit-size outputs; vectors (biases, norms) around 1
+        for p in model.parameters():
+            noise = torch.randn(p.shape, generator=g, dtype=p.dtype)
+            p.copy_(noise / math.sqrt(p.shape[0]) if p.dim() >= 2 else 1 + 0.3 * noise)
+    return model
+
+
+def _greedy_cached(model, idx, n_new):
+    # The package's greedy generation with its cache: the same tokens as without it (the tests check both),
+    # and it calls the model as the exercise asks, once on the prompt and then on one token per step.
+    return generate(model, idx, n_new, greedy=True, use_cache=True)
+
+
+def _new_token_alone(model, idx, n_new):
+    """Each new token fed alone, without the cache: at position 0, seeing nothing before it."""
+    with torch.no_grad():
+        logits = model(idx)[:, -1]
+        for step in range(n_new):
+            next_id = logits.argmax(-1, keepdim=True)
+            idx = torch.cat([idx, next_id], dim=1)
+            if step + 1 < n_new:
+                logits = model(next_id)[:, -1]
+    return idx
+
+
+def _first_position(model, idx, n_new):
+    """The prompt's first position read as the prediction for the next token."""
+    with torch.no_grad():
+        cache = KVCache()
+        logits = model(idx, cache=cache)[:, 0]
+        for step in range(n_new):
+            next_id = logits.argmax(-1, keepdim=True)
+            idx = torch.cat([idx, next_id], dim=1)
+            if step + 1 < n_new:
+                logits = model(next_id, cache=cache)[:, -1]
+    return idx
+
+
+def _generation_cases() -> list[Case]:
+    cases = []
+    for seed, (V, T, d, L, h, B, prompt, n_new) in enumerate((
+            (13, 8, 8, 1, 2, 1, 1, 1), (13, 8, 8, 1, 2, 2, 3, 6), (17, 12, 12, 2, 3, 3, 5, 4),
+            (11, 10, 16, 2, 4, 1, 1, 10))):
+        model = _random_model(1700 + seed, V, T, d, L, h)
+        idx = torch.randint(0, V, (B, prompt), generator=torch.Generator().manual_seed(seed))
+        fills = " (the prompt and the tokens fed fill the whole context)" if prompt + n_new - 1 == T else ""
+        cases.append(Case(f"a GPT with random weights, V={V}, block_size={T}, {L} block(s), {h} heads; a prompt of "
+                          f"shape ({B}, {prompt}), n_new={n_new}{fills}", (model, idx, n_new)))
+    return cases
+
+
+def _one_token_per_step(fn, case: Case, call) -> str | None:
+    """Once the tokens agree: the model must have run the prompt once, then one new token per call."""
+    model, idx, n_new = copy.deepcopy(case.args)
+    calls = model.calls
+    calls.reset()
+    call(model, idx, n_new)
+    lengths = list(calls.lengths)
+    prompt = idx.shape[1]
+    where = f"(input: {case.label})"
+    if not lengths:
+        return (f"the tokens are right, but the checker saw no call of the model: call it as model(ids, cache=cache) "
+                f"{where}.")
+    if lengths[0] != prompt:
+        return (f"the first call fed the model {lengths[0]} token(s): it should run the whole prompt of {prompt} "
+                f"tokens once, filling the cache {where}.")
+    longer = [(s, n) for s, n in enumerate(lengths[1:], start=1) if n != 1]
+    if longer:
+        s, n = longer[0]
+        return (f"the tokens are right, but call {s + 1} fed the model {n} tokens: after the prompt each call must "
+                f"feed only the newest token, shape (B, 1), and let the cache supply the keys and values of the "
+                f"others. Re-running the whole text each step gives the same tokens with none of the saving "
+                f"{where}.")
+    if len(lengths) > n_new:
+        return (f"the model was called {len(lengths)} times for {n_new} new token(s): the last token chosen is never "
+                f"fed back in, since nothing would use its logits {where}.")
+    if not all(calls.cached[1:]):
+        return f"a call after the first came without the cache; pass the same KVCache every time {where}."
+    return None
+
+
+check_generate_cached = _OneThread(
+    name="generate_cached",
+    doc="Check ``fn(model, idx, n_new) -> (B, T + n_new) ids``: greedy generation of ``n_new >= 1`` tokens after "
+        "the prompt ``idx`` ``(B, T)``, ``T + n_new - 1 <= block_size``: the package's greedy continuation "
+        "(the same with or without its cache); the model must run the prompt once, then one new token per call "
+        "with a ``KVCache``.",
+    reference=_greedy_cached,
+    cases=_generation_cases(),
+    mistakes=(
+        Mistake(_new_token_alone, "fed alone without the cache, a new token takes position 0 and sees nothing "
+                "before it: pass one KVCache to every call, so the model places the token after the cached ones "
+                "and attends to them."),
+        Mistake(_first_position, "the prediction for the next token is at the last position of the logits "
+                "([:, -1]); the first position predicts the prompt's second token."),
+    ),
+    forbidden=(generate, sample_next),
+    extra=_one_token_per_step,
+)
+
+
+# --- capstone: the training loop by hand ------------------------------------------------------------------
+
+
+def _lr(step, peak, warmup, total, final):
+    return lr_at(step, peak, warmup, total, final, "cosine")
+
+
+def _by_hand(step, peak, warmup, total, final):
+    """The schedule written out, for the typical mistakes (which may not call the package's ``lr_at``)."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = min(max((step - warmup) / max(1, total - 1 - warmup), 0.0), 1.0)
+    return final + (peak - final) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _floor_ignored(step, peak, warmup, total, final):
+    return _by_hand(step, peak, warmup, total, 0.0)
+
+
+def _warmup_from_zero(step, peak, warmup, total, final):
+    return peak * step / warmup if step < warmup else _by_hand(step, peak, warmup, total, final)
+
+
+def _decay_too_long(step, peak, warmup, total, final):
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return final + (peak - final) * 0.5 * (1 + math.cos(math.pi * (step - warmup) / (total - warmup)))
+
+
+_SCHEDULE_CASES = [Case(f"step={s}, peak={p:g}, warmup={w}, total={t}, final={f:g}", (s, p, w, t, f))
+                   for s, p, w, t, f in ((0, 1e-3, 10, 100, 1e-4), (4, 1e-3, 10, 100, 1e-4), (9, 1e-3, 10, 100, 1e-4),
+                                         (10, 1e-3, 10, 100, 1e-4), (37, 1e-3, 10, 100, 1e-4),
+                                         (99, 1e-3, 10, 100, 1e-4), (0, 2e-3, 0, 50, 2e-4),
+                                         (25, 2e-3, 0, 50, 2e-4), (3, 5e-3, 4, 5, 5e-4), (4, 5e-3, 4, 5, 5e-4))]
+
+_LR_WITH_FLOOR = Checker(
+    name="lr_with_floor",
+    doc="Check ``fn(step, peak, warmup, total, final) -> float``: linear warm-up to ``peak``, then a cosine "
+        "down to ``final`` at step ``total - 1``.",
+    reference=_lr,
+    cases=_SCHEDULE_CASES,
+    mistakes=(
+        Mistake(_floor_ignored, "the cosine ends at final (the recipe's min_lr), not at 0: final + (peak - final) "
+                "times the cosine factor."),
+        Mistake(_warmup_from_zero, "steps count from 0, and step 0 already trains: its rate is peak / warmup, "
+                "step s's peak (s + 1) / warmup."),
+        Mistake(_decay_too_long, "the decay reaches final at the last step, total - 1: divide the steps since the "
+                "warm-up by total - 1 - warmup."),
+    ),
+    forbidden=(lr_at,),
+    rtol=1e-9,
+    atol=1e-12,
+)
+
+
+def _windows(ids, block_size, batch_size, generator):
+    return random_windows(ids, block_size, batch_size, generator)
+
+
+def _windows_unshifted(ids, block_size, batch_size, generator):
+    starts = torch.randint(len(ids) - block_size, (batch_size,), generator=generator)
+    x = ids[starts[:, None] + torch.arange(block_size)]
+    return x, x
+
+
+def _windows_short_range(ids, block_size, batch_size, generator):
+    starts = torch.randint(len(ids) - block_size - 1, (batch_size,), generator=generator)
+    windows = ids[starts[:, None] + torch.arange(block_size + 1)]
+    return windows[:, :-1], windows[:, 1:]
+
+
+class _Generator(torch.Generator):
+    """A generator that draws as any other; compared by its seed, since drawing from it is meant to advance it."""
+
+    __hash__ = torch.Generator.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, torch.Generator) and other.initial_seed() == self.initial_seed()
+
+
+def _window_cases() -> list[Case]:
+    ids = torch.randint(0, 50, (200,), generator=torch.Generator().manual_seed(17))
+    return [Case(f"ids of length {n}, block_size={T}, batch_size={B}, generator seeded {seed}",
+                 (ids[:n].clone(), T, B, _Generator().manual_seed(seed)))
+            for n, T, B, seed in ((200, 8, 4, 0), (40, 16, 6, 1), (12, 11, 3, 2))]
+
+
+_DRAW_BATCH = Checker(
+    name="draw_batch",
+    doc="Check ``fn(ids, block_size, batch_size, generator) -> (x, y)``: ``batch_size`` windows at offsets "
+        "``torch.randint(len(ids) - block_size, (batch_size,), generator=generator)``, ``x`` the first "
+        "``block_size`` ids of each, ``y`` the next-character targets.",
+    reference=_windows,
+    cases=_window_cases(),
+    mistakes=(
+        Mistake(_windows_unshifted, "the targets are the inputs shifted by one: y[:, t] is the id after x[:, t]."),
+        Mistake(_windows_short_range, "the last window may end at the last id: draw offsets below len(ids) - "
+                "block_size, which is torch.randint(len(ids) - block_size, ...)."),
+    ),
+    forbidden=(random_windows,),
+)
+
+
+# The parts, checked one by one before the whole (kept in a tuple: they are not exercises of their own).
+_PARTS = (("lr_with_floor", _LR_WITH_FLOOR), ("draw_batch", _DRAW_BATCH))
+del _LR_WITH_FLOOR, _DRAW_BATCH
+
+
+class _Batches:
+    """``get_batch()``: the next of a fixed list of batches ``(x, y)``, once per step; a copy starts from the first."""
+
+    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.batches = batches
+        self.drawn = 0
+
+    def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.drawn >= len(self.batches):
+            raise RuntimeError(f"get_batch() was called more than {len(self.batches)} times for "
+                               f"{len(self.batches)} steps: call it once per step")
+        x, y = self.batches[self.drawn]
+        self.drawn += 1
+        return x.clone(), y.clone()
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:  # the harness's in-place check: the batches, not how many were drawn
+        return isinstance(other, _Batches) and len(other.batches) == len(self.batches) and all(
+            torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(self.batches, other.batches, strict=True))
+
+    def __repr__(self) -> str:
+        x, _ = self.batches[0]
+        return f"get_batch: {len(self.batches)} batches of shape {tuple(x.shape)}"
+
+
+def _package_loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_clip):
+    """The loop of the package's ``train_gpt`` with its own pieces: ``make_optimizer`` (AdamW, decay on the
+    matrices only), ``lr_at`` set in every group before each step, and ``optimizer_step`` (zero_grad,
+    backward, clipping, step)."""
+    optimizer = make_optimizer(model, lr, weight_decay, tuple(betas))
+    model.train()
+    losses = []
+    for step in range(steps):
+        rate = lr_at(step, lr, warmup, steps, min_lr, "cosine")
+        for group in optimizer.param_groups:
+            group["lr"] = rate
+        x, y = get_batch()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        optimizer_step(model, optimizer, loss, grad_clip)
+        losses.append(loss.item())
+    return losses
+
+
+def _loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_clip, *, clip=True, zero=True,
+          schedule=_by_hand, decay_all=False, adam=False):
+    """A loop from torch primitives with one thing changed: the typical mistakes."""
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    groups = ([{"params": list(model.parameters()), "weight_decay": weight_decay}] if decay_all else
+              [{"params": matrices, "weight_decay": weight_decay}, {"params": vectors, "weight_decay": 0.0}])
+    make = torch.optim.Adam if adam else torch.optim.AdamW
+    optimizer = make(groups, lr=lr, betas=tuple(betas))
+    losses = []
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = schedule(step, lr, warmup, steps, min_lr)
+        x, y = get_batch()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        if zero:
+            optimizer.zero_grad()
+        loss.backward()
+        if clip and grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _no_clipping(*args):
+    return _loop(*args, clip=False)
+
+
+def _no_zero_grad(*args):
+    return _loop(*args, zero=False)
+
+
+def _constant_rate(*args):
+    return _loop(*args, schedule=lambda step, peak, warmup, total, final: peak)
+
+
+def _schedule_to_zero(*args):
+    return _loop(*args, schedule=_floor_ignored)
+
+
+def _schedule_from_zero(*args):
+    return _loop(*args, schedule=_warmup_from_zero)
+
+
+def _decay_everything(*args):
+    return _loop(*args, decay_all=True)
+
+
+def _adam_with_l2(*args):
+    return _loop(*args, adam=True)
+
+
+def _loop_cases() -> list[Case]:
+    cases = []
+    for seed, (V, T, d, L, h, B, steps, lr, warmup, min_lr, wd, betas, clip) in enumerate((
+            (13, 8, 16, 1, 2, 4, 6, 1e-2, 2, 1e-3, 0.1, (0.9, 0.99), 0.5),
+            (11, 6, 12, 2, 3, 3, 8, 3e-2, 3, 3e-3, 0.5, (0.8, 0.95), 0.0),
+            (17, 8, 16, 2, 2, 5, 7, 2e-2, 0, 2e-3, 0.2, (0.9, 0.99), 2.0))):
+        model = _random_model(1710 + seed, V, T, d, L, h, trained=True)
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.randint(0, V, (400,), generator=g)
+        batches = _Batches([random_windows(ids, T, B, g) for _ in range(steps)])
+        clipping = f"grad_clip={clip:g}" + (" (no clipping)" if not clip else "")
+        cases.append(Case(f"a GPT with random weights (V={V}, {L} block(s), d_model={d}), {steps} steps of batches "
+                          f"({B}, {T}), lr={lr:g}, warmup={warmup}, min_lr={min_lr:g}, weight_decay={wd:g}, "
+                          f"betas={betas}, {clipping}",
+                          (model, batches, steps, lr, warmup, min_lr, wd, betas, clip)))
+    return cases
+
+
+_LOOP_CASES = _loop_cases()
+
+# The target: a small GPT on slices of Tiny Shakespeare, trained by the answer with the checker's batches.
+TARGET = {"train_chars": 200_000, "val_chars": 20_000, "n_layers": 2, "n_heads": 2, "d_model": 32,
+          "block_size": 32, "batch_size": 32, "steps": 300, "lr": 1e-2, "warmup": 30, "min_lr": 1e-3,
+          "weight_decay": 0.1, "betas": (0.9, 0.99), "grad_clip": 1.0, "seed": 0, "val_loss": 2.45}
+
+
+@functools.cache
+def _shakespeare_slices() -> tuple[torch.Tensor, torch.Tensor, int]:
+    text = load_tinyshakespeare()
+    tok = CharTokenizer.from_text(text)
+    train_ids, val_ids = split(tok.encode(text), 0.9)
+    return train_ids[:TARGET["train_chars"]], val_ids[:TARGET["val_chars"]], tok.vocab_size
+
+
+def _reaches_target(fn, call) -> str | None:
+    t = TARGET
+    train_ids, val_ids, V = _shakespeare_slices()
+    torch.manual_seed(t["seed"])
+    model = _CheckedGPT(GPTConfig(vocab_size=V, block_size=t["block_size"], n_layers=t["n_layers"],
+                                  n_heads=t["n_heads"], d_model=t["d_model"], activation="gelu"), trained=True)
+    g = torch.Generator().manual_seed(t["seed"])
+    batches = _Batches([random_windows(train_ids, t["block_size"], t["batch_size"], g) for _ in range(t["steps"])])
+    model.calls.reset()
+    call(model, batches, t["steps"], t["lr"], t["warmup"], t["min_lr"], t["weight_decay"], t["betas"],
+         t["grad_clip"])
+    trained = model.calls.model if model.calls.model is not None else model
+    val = evaluate_loss(trained, val_ids, t["block_size"])
+    if not val <= t["val_loss"]:
+        return (f"it agrees with the package's trainer on the small cases, but trained for {t['steps']} steps on "
+                f"Tiny Shakespeare its model reaches a validation loss of {val:.3f}, above the target "
+                f"{t['val_loss']}.")
+    return None
+
+
+def _same_parameters(fn, case: Case, call) -> str | None:
+    """Once the losses agree: the parameters after the last step, then (last case) the target on Shakespeare."""
+    model, *rest = copy.deepcopy(case.args)
+    reference = copy.deepcopy(model)
+    _package_loop(reference, *copy.deepcopy(tuple(rest)))
+    model.calls.reset()
+    call(model, *rest)
+    trained = model.calls.model if model.calls.model is not None else model
+    want = dict(reference.named_parameters())
+    for name, p in trained.named_parameters():
+        if not torch.allclose(p.detach(), want[name].detach(), rtol=1e-7, atol=1e-10):
+            return (f"the losses agree, but after the last step the parameter {name} differs from the package "
+                    f"trainer's: the last update is missing or different (input: {case.label}).")
+    if case is _LOOP_CASES[-1]:
+        return _reaches_target(fn, call)
+    return None
+
+
+def _first_difference(fn, case: Case, call) -> str | None:
+    """Where the losses first differ, and which parameters differ after the step before."""
+    model, *rest = copy.deepcopy(case.args)
+    reference = copy.deepcopy(model)
+    reference.calls.reset(snapshots=True)
+    want = _package_loop(reference, *copy.deepcopy(tuple(rest)))
+    wanted = reference.calls.params
+    model.calls.reset(snapshots=True)
+    got = [float(v) for v in call(model, *rest)]
+    seen = model.calls.params
+    first = next((s for s, (a, b) in enumerate(zip(want, got, strict=False)) if not math.isclose(a, b, rel_tol=1e-7)),
+                 None)
+    if first is None:
+        return None
+    if first == 0:
+        return ("The first loss, before any update, already differs: it is the mean cross-entropy of model(x) "
+                "against y over all B x T predictions.")
+    if len(seen) > first and len(wanted) > first:
+        names = [n for n, p in seen[first].items() if not torch.allclose(p, wanted[first][n], rtol=1e-7, atol=1e-10)]
+        if names and all(seen[first][n].dim() < 2 for n in names):
+            return (f"The losses agree up to step {first}; after update {first} only vectors differ ({names[0]}, ...), "
+                    "which points at the weight decay: the matrices only.")
+        if names:
+            return f"The losses agree up to step {first}; update {first} gives other parameters ({names[0]}, ...)."
+    return f"The losses agree up to step {first}, then differ: look at update {first}."
+
+
+check_train_loop_by_hand = _OneThread(
+    name="train_loop_by_hand",
+    doc="Check ``fn(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_clip) -> losses``: "
+        "``steps`` steps of the package's training loop written out (AdamW with the decay on matrices only, the "
+        "warm-up and cosine rate set every step, gradient clipping, ``grad_clip=0`` none), ``get_batch()`` once "
+        "per step, the list of the ``steps`` losses returned; the model trained in place must match the "
+        "package's trainer, and reach a validation loss of at most 2.45 on Tiny Shakespeare with a small GPT. "
+        "Pass a dict of your parts (``lr_with_floor``, ``draw_batch``, ``train_loop_by_hand``) to have each "
+        "checked before the whole.",
+    reference=_package_loop,
+    cases=_LOOP_CASES,
+    mistakes=(
+        Mistake(_no_zero_grad, "clear the gradients every step (optimizer.zero_grad()) before backward: otherwise "
+                "each step adds its gradient to all the earlier ones."),
+        Mistake(_no_clipping, "clip the gradient norm to grad_clip (over all parameters together) between "
+                "backward and the step; grad_clip=0 means no clipping."),
+        Mistake(_constant_rate, "set the learning rate of every parameter group before each step, from the "
+                "warm-up and cosine schedule; a constant rate is the peak at every step."),
+        Mistake(_schedule_from_zero, "steps count from 0 and step 0 already trains: its rate is lr / warmup."),
+        Mistake(_schedule_to_zero, "the cosine ends at min_lr, not at 0."),
+        Mistake(_decay_everything, "weight decay applies to the matrices only (parameters of 2 or more "
+                "dimensions): biases and the norms' parameters go in a group with weight_decay 0."),
+        Mistake(_adam_with_l2, "Adam's weight_decay adds the decay to the gradient, which Adam then rescales; "
+                "AdamW (torch.optim.AdamW) shrinks the weights directly, as the package does."),
+    ),
+    forbidden=(train, optimizer_step, make_optimizer, train_gpt, lr_at),
+    atol=1e-10,
+    rtol=1e-7,
+    time_limit=60.0,
+    parts=_PARTS,
+    diagnose=_first_difference,
+    extra=_same_parameters,
 )
