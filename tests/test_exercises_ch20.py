@@ -172,3 +172,13 @@ def test_the_other_loop_order_passes_and_a_tile_softmax_fails():
     assert check_tiled_backward(_tiled)
     assert not check_tiled_backward(lambda *a: _tiled(*a, local_softmax=True))
 
+
+
+def test_delegating_the_tiled_backward_is_refused_by_name():
+    import attnbook.numpy as an
+
+    def delegating(Q, K, V, O, dO, lse, block):  # noqa: E741
+        return an.flash_attention_backward(Q, K, V, O, dO, lse, block_q=block, block_k=block)
+
+    verdict = check_tiled_backward(delegating)
+    assert not verdict and "flash_attention_backward" in verdict.message

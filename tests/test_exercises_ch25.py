@@ -57,6 +57,13 @@ def test_delegating_answers_are_refused():
     verdict = check_polar_from_gram(by_svd)
     assert not verdict and "svd" in str(verdict)
 
+    def by_numpy_svd(G):
+        U, _, Vh = np.linalg.svd(G.numpy(), full_matrices=False)
+        return U @ Vh
+
+    verdict = check_polar_from_gram(by_numpy_svd)
+    assert not verdict and "svd" in str(verdict)
+
 
 def test_inverse_instead_of_inverse_root_is_named():
     def inverse(G):

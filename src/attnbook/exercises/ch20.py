@@ -364,4 +364,7 @@ check_tiled_backward = _TiledChecker(
     ),
     atol=1e-10,
     big_case=_backward_case(512, 8, 32, 4),
+    # the package's tiled backward answers in one call; chapter 19's and autograd's hold the whole P
+    forbidden=(flash_attention_backward, "attnbook.numpy.backprop.attention_backward", "torch.autograd.grad",
+               "torch.autograd.backward"),
 )

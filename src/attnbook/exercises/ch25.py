@@ -10,7 +10,8 @@ from attnbook.training.muon import newton_schulz, polar_factor
 
 _F64 = dict(dtype=torch.float64)
 # What would answer either exercise in one call: the package's iteration and exact factor, and an SVD.
-_ORTHOGONALISERS = (newton_schulz, polar_factor, "torch.linalg.svd", "torch.svd", "torch.linalg.svdvals")
+_ORTHOGONALISERS = (newton_schulz, polar_factor, "torch.linalg.svd", "torch.svd", "torch.linalg.svdvals",
+                    "numpy.linalg.svd", "scipy.linalg.svd", "scipy.linalg.polar")
 
 
 # --- an odd quintic with 1 as an attracting fixed point ----------------------------------------------
