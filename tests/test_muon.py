@@ -117,3 +117,37 @@ def test_optimizer_errors_name_what_was_expected():
         GPTRunConfig(matrix_lr=0.02)
     with pytest.raises(ValueError, match="G must be a matrix"):
         newton_schulz(torch.ones(3))
+
+
+def test_the_batched_iteration_equals_the_matrix_by_matrix_one():
+    gen = torch.Generator().manual_seed(7)
+    G = torch.randn(5, 12, 20, generator=gen, dtype=torch.float64)
+    stacked = newton_schulz(G)
+    for k in range(5):
+        torch.testing.assert_close(stacked[k], newton_schulz(G[k]), rtol=0, atol=1e-12)
+    torch.testing.assert_close(newton_schulz(G.mT), stacked.mT, rtol=0, atol=1e-12)  # tall matrices too
+    with pytest.raises(ValueError, match="a stack of matrices"):
+        newton_schulz(torch.ones(2, 2, 3, 4))
+
+
+@pytest.mark.parametrize("ns_dtype", [torch.float32, torch.bfloat16])
+def test_muon_batched_over_shapes_steps_as_it_does_matrix_by_matrix(ns_dtype):
+    # A GPT's shapes: square attention matrices, and the feed-forward's wide and tall ones, which the batched
+    # step iterates together (the tall ones transposed); one matrix of a shape of its own.
+    shapes = [(16, 16)] * 3 + [(16, 48), (48, 16), (48, 16), (8, 24)]
+    gen = torch.Generator().manual_seed(8)
+    start = [torch.randn(s, generator=gen) for s in shapes]
+    grads = [[torch.randn(s, generator=gen) for s in shapes] for _ in range(3)]
+    runs = []
+    for batched in (True, False):
+        params = [torch.nn.Parameter(w.clone()) for w in start]
+        opt = Muon(params, lr=0.02, weight_decay=0.1, momentum=0.9, ns_dtype=ns_dtype, batched=batched)
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            opt.step()
+        runs.append(params)
+    tol = 1e-6 if ns_dtype == torch.float32 else 2e-4  # one rounding of bfloat16's 8 bits, times lr
+    for p, q, w in zip(*runs, start, strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=tol)
+        assert (p - w).abs().max() > 100 * tol  # every matrix moved, by far more than the tolerance

@@ -31,29 +31,37 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, coefficients: tuple[float, fl
                   eps: float = 1e-7, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Approximately the orthogonal factor ``U V^T`` of ``G = U S V^T``, by Newton-Schulz iteration.
 
-    ``G`` ``(m, n)`` to ``(m, n)``. Each step maps ``X`` to ``a X + (b A + c A A) X`` with ``A = X X^T``, a
-    polynomial applied to every singular value of ``X`` alone, leaving ``U`` and ``V`` as they are.
-    ``G`` is first divided by its Frobenius norm, so its singular values lie in ``[0, 1]`` where the
-    polynomial pushes them towards 1. ``dtype`` is the precision to iterate in (``torch.optim.Muon``
-    uses bfloat16); ``None`` keeps ``G``'s. A zero ``G`` has no direction and gives zeros (no step); NaN in
-    ``G`` gives NaN, as arithmetic does. Refuses a ``G`` that is not a matrix and a ``steps`` that is not an
-    integer, 0 or more.
+    ``G`` ``(m, n)`` to ``(m, n)``, or a stack of matrices ``(k, m, n)`` to ``(k, m, n)``, each iterated
+    alone in one batched product per step (what ``Muon`` does with matrices of one shape). Each step maps
+    ``X`` to ``a X + (b A + c A A) X`` with ``A = X X^T``, a polynomial applied to every singular value of
+    ``X`` alone, leaving ``U`` and ``V`` as they are. Each matrix is first divided by its Frobenius norm, so
+    its singular values lie in ``[0, 1]`` where the polynomial pushes them towards 1. ``dtype`` is the
+    precision to iterate in (``torch.optim.Muon`` uses bfloat16); ``None`` keeps ``G``'s. A zero ``G`` has no
+    direction and gives zeros (no step); NaN in ``G`` gives NaN, as arithmetic does. Refuses a ``G`` that is
+    neither a matrix nor a stack of them, and a ``steps`` that is not an integer, 0 or more.
     """
-    if G.dim() != 2:
-        raise ValueError(f"G must be a matrix (m, n); got shape {tuple(G.shape)}")
+    if G.dim() not in (2, 3):
+        raise ValueError(f"G must be a matrix (m, n) or a stack of matrices (k, m, n); got shape {tuple(G.shape)}")
     require_int("steps", steps)
     if steps < 0:
         raise ValueError(f"steps must be 0 or more; got {steps}")
     a, b, c = coefficients
     X = G if dtype is None else G.to(dtype)
-    wide = G.shape[0] <= G.shape[1]
-    X = X if wide else X.T  # iterate on the wide side: A = X X^T is then the smaller Gram matrix
-    X = X / X.norm().clamp(min=eps)
-    for _ in range(steps):
-        A = X @ X.T
-        B = torch.addmm(A, A, A, beta=b, alpha=c)  # b A + c A A, in one kernel (as torch.optim.Muon does)
-        X = torch.addmm(X, B, X, beta=a)  # a X + B X
-    return X if wide else X.T
+    wide = G.shape[-2] <= G.shape[-1]
+    X = X if wide else X.mT  # iterate on the wide side: A = X X^T is then the smaller Gram matrix
+    if X.dim() == 2:
+        X = X / X.norm().clamp(min=eps)
+        for _ in range(steps):
+            A = X @ X.T
+            B = torch.addmm(A, A, A, beta=b, alpha=c)  # b A + c A A, in one kernel (as torch.optim.Muon does)
+            X = torch.addmm(X, B, X, beta=a)  # a X + B X
+    else:  # the same products, one batched kernel for the whole stack
+        X = X / torch.linalg.matrix_norm(X).clamp(min=eps)[:, None, None]
+        for _ in range(steps):
+            A = X @ X.mT
+            B = torch.baddbmm(A, A, A, beta=b, alpha=c)
+            X = torch.baddbmm(X, B, X, beta=a)
+    return X if wide else X.mT
 
 
 def polar_factor(G: torch.Tensor) -> torch.Tensor:
@@ -99,7 +107,8 @@ class Muon(torch.optim.Optimizer):
     """
 
     def __init__(self, params, lr: float, weight_decay: float = 0.1, momentum: float = 0.95,
-                 nesterov: bool = True, ns_steps: int = 5, ns_dtype: torch.dtype = torch.bfloat16) -> None:
+                 nesterov: bool = True, ns_steps: int = 5, ns_dtype: torch.dtype = torch.bfloat16,
+                 batched: bool = True) -> None:
         require_real("lr", lr, "a finite number, 0 or more (a negative rate climbs the loss)", lambda v: v >= 0)
         require_real("momentum", momentum, "a number in [0, 1)", lambda v: 0 <= v < 1)
         require_real("weight_decay", weight_decay, "a finite number, 0 or more (0: no decay)", lambda v: v >= 0)
@@ -111,11 +120,16 @@ class Muon(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
                                       ns_steps=ns_steps))
         self.ns_dtype = ns_dtype  # not a group setting: a checkpoint's state stays free of dtypes
+        # Iterate on every matrix of one shape at once: a GPT's blocks repeat the same few shapes, and one
+        # batched product costs far less than as many small ones (the iteration is Muon's largest cost on a
+        # CPU). It changes no mathematics; the tests check it against the matrix-by-matrix iteration.
+        self.batched = batched
 
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
             lr, momentum = group["lr"], group["momentum"]
+            params, updates = [], []
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -124,10 +138,29 @@ class Muon(torch.optim.Optimizer):
                     state["momentum_buffer"] = torch.zeros_like(p.grad)
                 buf = state["momentum_buffer"]
                 buf.lerp_(p.grad, 1 - momentum)  # the running mean of the gradients
-                update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
-                update = newton_schulz(update, group["ns_steps"], dtype=self.ns_dtype)
+                params.append(p)
+                updates.append(p.grad.lerp(buf, momentum) if group["nesterov"] else buf)
+            for p, update in zip(params, self._orthogonalise(updates, group["ns_steps"]), strict=True):
                 p.mul_(1 - lr * group["weight_decay"])
                 p.add_(update, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))  # an AdamW step's typical size
+
+    def _orthogonalise(self, updates: list[torch.Tensor], steps: int) -> list[torch.Tensor]:
+        """``newton_schulz`` of every update, those of one shape (up to a transpose) in one stack."""
+        if not self.batched:
+            return [newton_schulz(u, steps, dtype=self.ns_dtype) for u in updates]
+        out: list[torch.Tensor | None] = [None] * len(updates)
+        by_shape: dict[tuple, list[int]] = {}
+        for i, u in enumerate(updates):  # a tall matrix joins the wide ones of its transposed shape
+            by_shape.setdefault((min(u.shape), max(u.shape), u.dtype, u.device), []).append(i)
+        for index in by_shape.values():
+            if len(index) == 1:
+                out[index[0]] = newton_schulz(updates[index[0]], steps, dtype=self.ns_dtype)
+                continue
+            wide = [updates[i] if updates[i].shape[0] <= updates[i].shape[1] else updates[i].T for i in index]
+            stacked = newton_schulz(torch.stack(wide), steps, dtype=self.ns_dtype)
+            for i, X in zip(index, stacked, strict=True):
+                out[i] = X if updates[i].shape[0] <= updates[i].shape[1] else X.T
+        return out  # type: ignore[return-value]
 
 
 class MuonAdamW:
