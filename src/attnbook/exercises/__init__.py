@@ -20,7 +20,6 @@ from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attent
 from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
 from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
-from attnbook.exercises.ch19 import check_attention_backward, check_tied_head_grad
 from attnbook.exercises.ch21 import check_ring_cache_mask, check_rotate_to
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
@@ -44,6 +43,10 @@ _NEED_TORCH = {
     "check_train_loop_by_hand": "ch17",
     "check_normalised_entropy": "ch18",
     "check_offset_profile": "ch18",
+    "check_attention_backward": "ch19",
+    "check_cross_attention_grads": "ch19",
+    "check_swiglu_input_grad": "ch19",
+    "check_tied_head_grad": "ch19",
     "check_blockwise_attention": "ch20",
     "check_longest_context": "ch20",
     "check_merge_partials": "ch20",
@@ -72,6 +75,7 @@ __all__ = [
     "check_blockwise_attention",
     "check_cache_causal_mask",
     "check_correlated_scale",
+    "check_cross_attention_grads",
     "check_dilated_causal_conv",
     "check_dilated_mask",
     "check_distance_attention",
@@ -112,6 +116,7 @@ __all__ = [
     "check_softmax_rows",
     "check_softmax_vjp",
     "check_solve_analogies",
+    "check_swiglu_input_grad",
     "check_takeover_factor",
     "check_tied_head_grad",
     "check_tiled_backward",
