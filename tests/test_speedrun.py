@@ -53,3 +53,13 @@ def test_the_benchmark_prints_a_row_per_variant(capsys):
 def test_target_loss_needs_periodic_evaluations():
     with pytest.raises(ValueError, match="target_loss needs a positive target and periodic evaluations"):
         GPTRunConfig(target_loss=1.9, eval_every=0)
+
+
+def test_a_reference_that_misses_the_target_is_warned_of_and_times_nothing(capsys):
+    # The reference barely moves from a uniform guess (its rate is tiny); the other variant gets well below it.
+    extra = {"frozen": {"lr": 1e-8, "min_lr": 0.0}, "short": {"steps": 20, "warmup": 5}}
+    target = math.log(len(set(TEXT))) - 0.05
+    bench_speedrun(["frozen", "short"], [1], target=target, recipe="tiny", eval_every=10, text=TEXT, extra=extra)
+    out = capsys.readouterr().out
+    assert "warning: frozen missed the target with seed(s) [1]" in out
+    assert "| short | 1/1 |" in out and out.rstrip().endswith("| - |")  # no ratio against a reference that missed

@@ -109,6 +109,10 @@ def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe:
         print(f"  {name:>12} seed {config.seed}: {seconds}; whole-split loss {r.val_loss:.4f}; "
               f"{r.tokens_per_second:,.0f} tokens/s", flush=True)
     base_seconds = [r.seconds for r in results if r.variant == variants[0] and r.seconds is not None]
+    missed = [r.seed for r in results if r.variant == variants[0] and r.seconds is None]
+    if missed:  # a mean over the seeds that made it would flatter the reference: say so, and give no ratios
+        print(f"\nwarning: {variants[0]} missed the target with seed(s) {missed}; its mean is over the other seeds "
+              f"only, so no variant is timed against it", flush=True)
     print(f"\n| variant | reached | seconds to {target} | steps | whole-split loss | tokens/s | "
           f"time against {variants[0]} |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -117,7 +121,7 @@ def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe:
         done = [r for r in runs if r.seconds is not None]
         secs = [r.seconds for r in done]
         ratio = (f"{statistics.mean(secs) / statistics.mean(base_seconds):.2f}"
-                 if secs and base_seconds and len(done) == len(runs) else "-")
+                 if secs and base_seconds and len(done) == len(runs) and not missed else "-")
         steps = ", ".join(str(r.step) for r in done) or "-"
         loss = statistics.mean(r.val_loss for r in runs)
         tps = statistics.mean(r.tokens_per_second for r in runs)
