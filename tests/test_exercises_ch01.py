@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnbook.numpy as anp
-from attnbook.exercises import Verdict, check_neighbours, check_solve_analogies
+from attnbook.exercises import Verdict, check_combined_row_weight, check_neighbours, check_solve_analogies
 
 
 def not_attempted(*args):
@@ -40,7 +40,7 @@ def test_verdict_reads_as_its_message_and_its_truth():
     assert not Verdict(False, "f: wrong")
 
 
-@pytest.mark.parametrize("check", [check_neighbours, check_solve_analogies])
+@pytest.mark.parametrize("check", [check_neighbours, check_solve_analogies, check_combined_row_weight])
 def test_every_checker_reports_not_attempted_and_non_functions(check):
     verdict = check(not_attempted)
     assert not verdict and not verdict.attempted
@@ -151,3 +151,66 @@ def test_checker_inputs_survive_a_function_that_changes_them_in_place():
         verdict = check_neighbours(correct_then_clobbers)
         assert not verdict and "changed its input `E` in place" in verdict.message
     assert check_neighbours(loop_neighbours)
+
+
+# --- a stack of torch.nn.Linear weights as one row-convention matrix -----------------------------------
+
+def stack_by_images_of_basis(weights):
+    """Where each basis row vector goes, pushed through the stored weights one layer at a time as x w^T."""
+    rows = np.eye(weights[0].shape[1])
+    for w in weights:
+        rows = np.array([[sum(r[i] * w[o, i] for i in range(w.shape[1])) for o in range(w.shape[0])] for r in rows])
+    return rows
+
+
+def test_combined_row_weight_written_another_way_passes():
+    assert check_combined_row_weight(stack_by_images_of_basis)
+
+    def transpose_of_column_product(weights):
+        M = weights[0]
+        for w in weights[1:]:
+            M = w @ M  # the column convention: W_n ... W_1, then one transpose for rows
+        return M.T
+
+    assert check_combined_row_weight(transpose_of_column_product)
+
+
+def test_combined_row_weight_through_torch_is_refused_by_name():
+    import torch
+
+    def through_linear(weights):
+        x = torch.eye(weights[0].shape[1], dtype=torch.float64)
+        for w in weights:
+            x = torch.nn.functional.linear(x, torch.tensor(w))
+        return x.numpy()
+
+    def through_modules(weights):
+        layers = []
+        for w in weights:
+            layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, dtype=torch.float64)
+            with torch.no_grad():
+                layer.weight.copy_(torch.tensor(w))
+            layers.append(layer)
+        return torch.nn.Sequential(*layers)(torch.eye(weights[0].shape[1], dtype=torch.float64)).detach().numpy()
+
+    verdict = check_combined_row_weight(through_linear)
+    assert not verdict and "linear" in verdict.message and "ready-made" in verdict.message
+    verdict = check_combined_row_weight(through_modules)
+    assert not verdict and "Linear.forward" in verdict.message
+
+
+def test_combined_row_weight_of_the_last_layer_only_is_refused():
+    # Keeping only the last layer's transpose: right for one layer, wrong for a stack.
+    verdict = check_combined_row_weight(lambda weights: weights[-1].T)
+    assert not verdict and "expected shape (2, 2)" not in verdict.message and "two square layers" in verdict.message
+
+
+def test_combined_row_weight_mistakes_give_their_hints():
+    def column_product(weights):
+        M = weights[0]
+        for w in weights[1:]:
+            M = w @ M
+        return M
+
+    verdict = check_combined_row_weight(column_product)
+    assert not verdict and "column-convention matrix" in verdict.message

@@ -4,14 +4,14 @@ attention is refused by name, and wrong answers a learner writes beyond the list
 import numpy as np
 
 import attnbook.numpy as anp
-from attnbook.exercises import check_distance_attention, check_loo_predictions
+from attnbook.exercises import check_loo_predictions, check_weighted_distance_attention
 
 
-def loop_distance_attention(Q, K, V):
-    """Each query against each key by its distance, in Python loops, with a stable softmax."""
+def loop_distance_attention(Q, K, V, lam):
+    """Each query against each key by its weighted distance, in Python loops, with a stable softmax."""
     out = []
     for q in Q:
-        scores = np.array([-float((q - k) @ (q - k)) for k in K])
+        scores = np.array([-float(np.sum(lam * (q - k) ** 2)) for k in K])
         w = np.exp(scores - scores.max())
         out.append((w / w.sum()) @ V)
     return np.array(out)
@@ -28,20 +28,26 @@ def loop_loo(keys, values, sharpness):
 
 
 def test_answers_written_another_way_pass():
-    assert check_distance_attention(loop_distance_attention)
+    assert check_weighted_distance_attention(loop_distance_attention)
+    # Scaling every coordinate by sqrt(lam) turns the weighted distance into the plain one.
+    def through_square_roots(Q, K, V, lam):
+        Qs, Ks = Q * np.sqrt(lam), K * np.sqrt(lam)
+        return anp.softmax(2 * Qs @ Ks.T - np.sum(Ks**2, axis=1), axis=1) @ V
+
+    assert check_weighted_distance_attention(through_square_roots)
     assert check_loo_predictions(loop_loo)
 
 
 # --- an answer that calls the package is refused by name -------------------------------------------
 
 def test_distance_attention_through_the_package_is_refused_by_name():
-    def augmented(Q, K, V):
-        # A clever route through the package: [2q, -1] . [k, |k|^2] = 2 q . k - |k|^2.
-        Qa = np.hstack([2 * Q, -np.ones((len(Q), 1))])
-        Ka = np.hstack([K, np.sum(K**2, axis=1, keepdims=True)])
+    def augmented(Q, K, V, lam):
+        # A clever route through the package: [2 lam q, -1] . [k, lam . k^2] = 2 (lam q) . k - lam . k^2.
+        Qa = np.hstack([2 * Q * lam, -np.ones((len(Q), 1))])
+        Ka = np.hstack([K, (K**2 @ lam)[:, None]])
         return anp.scaled_dot_product_attention(Qa, Ka, V, scale=1.0)[0]
 
-    verdict = check_distance_attention(augmented)
+    verdict = check_weighted_distance_attention(augmented)
     assert not verdict and "attnbook.numpy.attention.scaled_dot_product_attention" in verdict.message
 
 
@@ -57,11 +63,20 @@ def test_loo_through_soft_lookup_is_refused_by_name():
 # --- wrong answers a learner writes, beyond the listed mistakes -------------------------------------
 
 def test_distance_attention_with_the_softmax_down_the_columns_is_refused():
-    def columns(Q, K, V):
-        return anp.softmax(2 * Q @ K.T - np.sum(K**2, axis=1), axis=0) @ V
+    def columns(Q, K, V, lam):
+        return anp.softmax(2 * (Q * lam) @ K.T - K**2 @ lam, axis=0) @ V
 
-    verdict = check_distance_attention(columns)
+    verdict = check_weighted_distance_attention(columns)
     assert not verdict and "wrong value" in verdict.message
+
+
+def test_distance_attention_that_ignores_the_weights_is_refused():
+    # The chapter's plain distance, the weights left out: right only where every weight is 1.
+    def plain(Q, K, V, lam):
+        return anp.softmax(2 * Q @ K.T - np.sum(K**2, axis=1), axis=1) @ V
+
+    verdict = check_weighted_distance_attention(plain)
+    assert not verdict and "lam=[4, 0.5]" in verdict.message
 
 
 def test_loo_that_leaves_out_every_equal_key_is_refused():

@@ -7,15 +7,24 @@ import numpy as np
 import torch
 
 import attnbook.numpy as anp
-from attnbook.exercises import check_correlated_scale, check_scores_gradient
+from attnbook.exercises import check_correlated_scale, check_temperature_gradient
 
 
-def gradient_by_jacobians(s, g, d):
-    # Row by row through an explicit Jacobian, written out here (the package's own is refused).
-    p = anp.softmax(np.asarray(s) / math.sqrt(d), axis=-1)
-    flat_p, flat_g = p.reshape(-1, p.shape[-1]), np.asarray(g).reshape(-1, p.shape[-1])
-    rows = [(np.diag(r) - np.outer(r, r)).T @ gr for r, gr in zip(flat_p, flat_g, strict=True)]
-    return (np.stack(rows) / math.sqrt(d)).reshape(p.shape)
+def temperature_gradient_by_jacobians(s, g, tau):
+    # Row by row through an explicit Jacobian, written out here (the package's own is refused):
+    # dL/dtau = sum over rows of (J^T g) . d(s / tau)/dtau, with d(s / tau)/dtau = -s / tau^2.
+    p = anp.softmax(np.asarray(s) / tau, axis=-1)
+    flat_s, flat_p = np.asarray(s).reshape(-1, p.shape[-1]), p.reshape(-1, p.shape[-1])
+    flat_g = np.asarray(g).reshape(-1, p.shape[-1])
+    return sum(float(((np.diag(r) - np.outer(r, r)).T @ gr) @ (-sr / tau**2))
+               for r, gr, sr in zip(flat_p, flat_g, flat_s, strict=True))
+
+
+def temperature_gradient_as_covariance(s, g, tau):
+    # -1/tau^2 times the covariance of s and g under the weights p, added over the rows.
+    p = anp.softmax(np.asarray(s) / tau, axis=-1)
+    mean = lambda x: np.sum(p * x, axis=-1)  # noqa: E731
+    return float(-np.sum(mean(s * g) - mean(s) * mean(g)) / tau**2)
 
 
 def scale_by_simulation_formula(d, var_q, var_k, rho):
@@ -26,38 +35,74 @@ def scale_by_simulation_formula(d, var_q, var_k, rho):
 
 
 def test_answers_computed_another_way_pass():
-    assert check_scores_gradient(gradient_by_jacobians)
+    assert check_temperature_gradient(temperature_gradient_by_jacobians)
+    assert check_temperature_gradient(temperature_gradient_as_covariance)
     assert check_correlated_scale(scale_by_simulation_formula)
 
 
+def test_the_reference_agrees_with_central_differences():
+    for case in check_temperature_gradient.cases:
+        s, g, tau = case.args
+
+        def loss(t, s=s, g=g):
+            return float(np.sum(g * anp.softmax(s / t, axis=-1)))
+
+        fd = (loss(tau + 1e-6) - loss(tau - 1e-6)) / 2e-6
+        assert math.isclose(fd, check_temperature_gradient.reference(*case.args), rel_tol=1e-5, abs_tol=1e-7)
+
+
 def test_delegating_to_the_package_or_autograd_is_refused_by_name():
-    def through_package(s, g, d):
-        p = anp.softmax(np.asarray(s) / math.sqrt(d), axis=-1)
+    def through_package(s, g, tau):
+        p = anp.softmax(np.asarray(s) / tau, axis=-1)
         flat_p, flat_g = p.reshape(-1, p.shape[-1]), np.asarray(g).reshape(-1, p.shape[-1])
         rows = [anp.softmax_jacobian(r) @ gr for r, gr in zip(flat_p, flat_g, strict=True)]
-        return (np.stack(rows) / math.sqrt(d)).reshape(p.shape)
+        return float(np.sum(np.stack(rows).reshape(p.shape) * -np.asarray(s) / tau**2))
 
-    def through_autograd(s, g, d):
-        t = torch.tensor(s, requires_grad=True)
-        torch.softmax(t / math.sqrt(d), dim=-1).backward(torch.tensor(g))
-        return t.grad.numpy()
+    def through_backward(s, g, tau):
+        t = torch.tensor(float(tau), dtype=torch.float64, requires_grad=True)
+        torch.softmax(torch.tensor(s) / t, dim=-1).backward(torch.tensor(g))
+        return t.grad.item()
 
-    verdict = check_scores_gradient(through_package)
+    def through_func(s, g, tau):
+        loss = lambda t: (torch.softmax(torch.tensor(s) / t, dim=-1) * torch.tensor(g)).sum()  # noqa: E731
+        return torch.func.grad(loss)(torch.tensor(float(tau), dtype=torch.float64)).item()
+
+    def through_softmax_backward(s, g, tau):
+        from attnbook.numpy.backprop.softmax import softmax_backward
+
+        p = anp.softmax(np.asarray(s) / tau, axis=-1)
+        return float(np.sum(softmax_backward(np.asarray(g), p) * -np.asarray(s) / tau**2))
+
+    verdict = check_temperature_gradient(through_package)
     assert not verdict and "attnbook.numpy.softmax.softmax_jacobian" in verdict.message
-    verdict = check_scores_gradient(through_autograd)
+    verdict = check_temperature_gradient(through_backward)
     assert not verdict and "torch.autograd" in verdict.message and "backward" in verdict.message
+    verdict = check_temperature_gradient(through_func)
+    assert not verdict and "torch.func" in verdict.message
+    verdict = check_temperature_gradient(through_softmax_backward)
+    assert not verdict and "softmax_backward" in verdict.message
+
+
+def test_the_listed_mistakes_give_their_hints():
+    verdict = check_temperature_gradient(lambda s, g, tau: -temperature_gradient_as_covariance(s, g, tau))
+    assert not verdict and "minus sign" in verdict.message
+    verdict = check_temperature_gradient(lambda s, g, tau: -temperature_gradient_as_covariance(s, g, tau) * tau**2)
+    assert not verdict and "1 / tau" in verdict.message
 
 
 def test_wrong_answers_not_among_the_listed_mistakes_fail():
-    def divides_by_d(s, g, d):
-        p = anp.softmax(np.asarray(s) / math.sqrt(d), axis=-1)
-        return p * (g - (p * g).sum(-1, keepdims=True)) / d
+    def weights_of_raw_scores(s, g, tau):
+        # The weights taken from s rather than s / tau.
+        p = anp.softmax(np.asarray(s), axis=-1)
+        mean = lambda x: np.sum(p * x, axis=-1)  # noqa: E731
+        return float(-np.sum(mean(s * g) - mean(s) * mean(g)) / tau**2)
 
-    def sign_flipped(s, g, d):
-        return -gradient_by_jacobians(s, g, d)
+    def scaled_scores_in_place_of_raw(s, g, tau):
+        # s / tau where the derivative needs s: one more factor 1 / tau.
+        return temperature_gradient_as_covariance(s, g, tau) / tau
 
-    assert not check_scores_gradient(divides_by_d)
-    assert not check_scores_gradient(sign_flipped)
+    assert not check_temperature_gradient(weights_of_raw_scores)
+    assert not check_temperature_gradient(scaled_scores_in_place_of_raw)
     # Forgetting the square root of the whole variance: dividing by the variance of q . k, not its deviation.
     assert not check_correlated_scale(lambda d, vq, vk, r: 1 / (d * vq * vk * (1 + r * r)))
 
@@ -66,4 +111,4 @@ def test_unattempted_exercises_say_so():
     def todo(*args):
         raise NotImplementedError
 
-    assert not check_scores_gradient(todo).attempted and not check_correlated_scale(todo).attempted
+    assert not check_temperature_gradient(todo).attempted and not check_correlated_scale(todo).attempted

@@ -9,12 +9,12 @@ return.
 
 from attnbook._lazy import lazy_exports
 from attnbook.exercises._harness import Verdict
-from attnbook.exercises.ch01 import check_neighbours, check_solve_analogies
+from attnbook.exercises.ch01 import check_combined_row_weight, check_neighbours, check_solve_analogies
 from attnbook.exercises.ch02 import check_log_softmax_rows, check_softmax_rows, check_softmax_vjp
-from attnbook.exercises.ch03 import check_distance_attention, check_loo_predictions
+from attnbook.exercises.ch03 import check_loo_predictions, check_weighted_distance_attention
 from attnbook.exercises.ch04 import check_attend_to_others, check_takeover_factor
-from attnbook.exercises.ch05 import check_batched_attention_columns
-from attnbook.exercises.ch06 import check_correlated_scale, check_scores_gradient
+from attnbook.exercises.ch05 import check_value_weight_grad
+from attnbook.exercises.ch06 import check_correlated_scale, check_temperature_gradient
 from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
 from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
 from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
@@ -70,15 +70,14 @@ __all__ = [
     "check_attention_blocked",
     "check_attention_scores",
     "check_batched_additive_scores",
-    "check_batched_attention_columns",
     "check_bigram_loss",
     "check_blockwise_attention",
     "check_cache_causal_mask",
+    "check_combined_row_weight",
     "check_correlated_scale",
     "check_cross_attention_grads",
     "check_dilated_causal_conv",
     "check_dilated_mask",
-    "check_distance_attention",
     "check_encode_by_rank",
     "check_encode_positions",
     "check_generate_cached",
@@ -110,7 +109,6 @@ __all__ = [
     "check_rms_norm_backward",
     "check_rms_norm_fp16",
     "check_rotate_to",
-    "check_scores_gradient",
     "check_smoothed_ce_grad",
     "check_smoothed_masked_loss",
     "check_softmax_rows",
@@ -118,10 +116,13 @@ __all__ = [
     "check_solve_analogies",
     "check_swiglu_input_grad",
     "check_takeover_factor",
+    "check_temperature_gradient",
     "check_tied_head_grad",
     "check_tiled_backward",
     "check_top_k_filter",
     "check_top_p_filter",
     "check_train_loop_by_hand",
+    "check_value_weight_grad",
     "check_warmup_cosine",
+    "check_weighted_distance_attention",
 ]

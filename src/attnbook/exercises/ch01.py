@@ -158,3 +158,71 @@ check_solve_analogies = Checker(
     ),
     forbidden=_SIMILARITY,
 )
+
+
+# --- a stack of torch.nn.Linear weights as one row-convention matrix ---------------------------------
+
+def _stack_cases() -> list[Case]:
+    rng = np.random.default_rng(105)
+    cases = [
+        # Square layers first: a missing transpose or a wrong order gives no shape error, only wrong
+        # numbers, and on these two each of the mistakes below gives different ones.
+        Case("two square layers, stored weights [[1, 2], [0, 1]] then [[0, 1], [2, 0]]",
+             ([np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([[0.0, 1.0], [2.0, 0.0]])],)),
+        Case("one layer, stored weight [[1, 2, 3], [4, 5, 6]] (d_in=3, d_out=2)",
+             ([np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])],)),
+        Case("three random square layers, d=3", ([rng.normal(size=(3, 3)) for _ in range(3)],)),
+    ]
+    for dims in ((3, 4, 2), (5, 2, 6, 3), (2, 7, 7, 4, 1)):
+        weights = [rng.normal(size=(d_out, d_in)) for d_in, d_out in zip(dims[:-1], dims[1:], strict=True)]
+        cases.append(Case(f"{len(weights)} random layers, widths {' -> '.join(map(str, dims))}", (weights,)))
+    return cases
+
+
+def _combined_row_weight(weights: list[np.ndarray]) -> np.ndarray:
+    """The stack run by PyTorch itself on the rows of the identity: row i of the result is where e_i goes."""
+    import torch  # only here: the NumPy chapters' checkers import without PyTorch
+
+    x = torch.eye(weights[0].shape[1], dtype=torch.float64)
+    for w in weights:
+        x = torch.nn.functional.linear(x, torch.as_tensor(np.asarray(w, dtype=np.float64)))
+    return x.numpy()
+
+
+def _chain(matrices: list[np.ndarray]) -> np.ndarray:
+    out = matrices[0]
+    for m in matrices[1:]:
+        out = out @ m
+    return out
+
+
+def _stored_in_order(weights) -> np.ndarray:
+    return _chain(list(weights))
+
+
+def _column_matrix(weights) -> np.ndarray:
+    return _chain(list(weights)[::-1])
+
+
+def _transposes_reversed(weights) -> np.ndarray:
+    return _chain([w.T for w in list(weights)[::-1]])
+
+
+check_combined_row_weight = Checker(
+    name="combined_row_weight",
+    doc="Check ``fn(weights) -> (d_in, d_out)``: ``weights`` lists the stored weights of ``torch.nn.Linear`` "
+        "layers without bias, first layer first, each of shape (d_out, d_in); returns the one row-convention "
+        "matrix ``W`` with ``X @ W`` equal to the layers applied in turn.",
+    reference=_combined_row_weight,
+    cases=_stack_cases(),
+    mistakes=(
+        Mistake(_stored_in_order, "a stored weight has shape (d_out, d_in) and acts as x W^T: transpose each one "
+                "before it multiplies row vectors from the right."),
+        Mistake(_column_matrix, "that is the stack's column-convention matrix, which acts from the left on "
+                "columns (W_n ... W_1 x); rows need its transpose."),
+        Mistake(_transposes_reversed, "on a row vector the first layer acts first, so its matrix is the "
+                "leftmost factor: x W_1^T W_2^T ..."),
+    ),
+    atol=1e-10,
+    forbidden=("torch.nn.functional.linear", "torch.nn.Linear.forward"),
+)

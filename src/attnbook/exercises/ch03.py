@@ -9,44 +9,64 @@ from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, soft_lookup, softmax
 from attnbook.numpy.scoring import attention_with
 
-# --- attention by distance, with one matrix product ----------------------------------------------------
+# --- attention by a weighted distance, with one matrix product --------------------------------------
 
 
 def _distance_cases() -> list[Case]:
     rng = np.random.default_rng(301)
+    grades, salaries = grades_and_salaries()
     K = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]])
     V = np.array([[10.0, 0.0], [0.0, 10.0], [5.0, 5.0]])
     cases = [
-        Case("Q=[[1, 1]], keys [[1, 0], [0, 2], [3, 3]] of different lengths", (np.array([[1.0, 1.0]]), K, V)),
-        Case("Q=[[0, 0], [2, 2]], the same keys", (np.array([[0.0, 0.0], [2.0, 2.0]]), K, V)),
+        Case("Q=[[1, 1]], keys [[1, 0], [0, 2], [3, 3]] of different lengths, lam=[1, 1]",
+             (np.array([[1.0, 1.0]]), K, V, np.array([1.0, 1.0]))),
+        Case("Q=[[0, 0], [2, 2]], the same keys, lam=[4, 0.5]",
+             (np.array([[0.0, 0.0], [2.0, 2.0]]), K, V, np.array([4.0, 0.5]))),
+        # A weight of 0: the second coordinate takes no part, so only the keys' first coordinates count.
+        Case("Q=[[1, 5]], the same keys, lam=[2, 0]", (np.array([[1.0, 5.0]]), K, V, np.array([2.0, 0.0]))),
+        # d = 1 with lam = [sharpness]: the chapter's soft lookup of salaries by GPA.
+        Case("the grades and salaries as 1-D keys and values, queries [[2.5], [3.1]], lam=[10]",
+             (np.array([[2.5], [3.1]]), grades[:, None], salaries[:, None], np.array([10.0]))),
         # A query far from every key: every score is below -10000, and exp of each underflows to 0
         # unless the softmax first subtracts the largest.
-        Case("Q=[[100, -100]], the same keys", (np.array([[100.0, -100.0]]), K, V)),
-        # Far out along the keys: 2 q . k reaches 4800, and exp of it overflows unless shifted first.
-        Case("Q=[[400, 400]], the same keys", (np.array([[400.0, 400.0]]), K, V)),
+        Case("Q=[[100, -100]], keys [[1, 0], [0, 2], [3, 3]], lam=[1, 2]",
+             (np.array([[100.0, -100.0]]), K, V, np.array([1.0, 2.0]))),
+        # Far out along the keys: the cross terms reach thousands, and exp of them overflows unless shifted first.
+        Case("Q=[[400, 400]], the same keys, lam=[1, 3]", (np.array([[400.0, 400.0]]), K, V, np.array([1.0, 3.0]))),
     ]
     for m, n, d, d_v in ((4, 5, 3, 2), (1, 7, 6, 1), (3, 2, 4, 5)):
         lengths = np.exp(rng.uniform(-1.0, 1.0, size=(n, 1)))
         Q, K, V = rng.normal(size=(m, d)), lengths * rng.normal(size=(n, d)), rng.normal(size=(n, d_v))
-        cases.append(Case(f"random Q ({m}, {d}), keys of different lengths ({n}, {d}), V ({n}, {d_v})", (Q, K, V)))
+        lam = rng.uniform(0.1, 3.0, size=d)
+        cases.append(Case(f"random Q ({m}, {d}), keys of different lengths ({n}, {d}), V ({n}, {d_v}), random lam",
+                          (Q, K, V, lam)))
     return cases
 
 
-def _distance_attention(Q: np.ndarray, K: np.ndarray, V: np.ndarray) -> np.ndarray:
+def _weighted_distance_attention(Q: np.ndarray, K: np.ndarray, V: np.ndarray, lam: np.ndarray) -> np.ndarray:
     # Every difference q - k as an (m, n, d) array: the direct route the exercise avoids.
-    return softmax(-np.sum((Q[:, None, :] - K[None, :, :]) ** 2, axis=-1), axis=1) @ V
+    return softmax(-np.sum(lam * (Q[:, None, :] - K[None, :, :]) ** 2, axis=-1), axis=1) @ V
 
 
-def _dot_only(Q, K, V) -> np.ndarray:
-    return softmax(2 * Q @ K.T, axis=1) @ V
+def _dot_only(Q, K, V, lam) -> np.ndarray:
+    return softmax(2 * (Q * lam) @ K.T, axis=1) @ V
 
 
-def _cross_term_once(Q, K, V) -> np.ndarray:
-    return softmax(Q @ K.T - np.sum(K**2, axis=1), axis=1) @ V
+def _cross_term_once(Q, K, V, lam) -> np.ndarray:
+    return softmax((Q * lam) @ K.T - K**2 @ lam, axis=1) @ V
 
 
-def _key_length_added(Q, K, V) -> np.ndarray:
-    return softmax(2 * Q @ K.T + np.sum(K**2, axis=1), axis=1) @ V
+def _key_length_added(Q, K, V, lam) -> np.ndarray:
+    return softmax(2 * (Q * lam) @ K.T + K**2 @ lam, axis=1) @ V
+
+
+def _unweighted_key_length(Q, K, V, lam) -> np.ndarray:
+    return softmax(2 * (Q * lam) @ K.T - np.sum(K**2, axis=1), axis=1) @ V
+
+
+def _weights_squared(Q, K, V, lam) -> np.ndarray:
+    Qw, Kw = Q * lam, K * lam  # both scaled by lam: each squared difference gets lam squared
+    return softmax(2 * Qw @ Kw.T - np.sum(Kw**2, axis=1), axis=1) @ V
 
 
 def _unshifted_weights(scores: np.ndarray) -> np.ndarray:
@@ -55,21 +75,27 @@ def _unshifted_weights(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _unshifted(Q, K, V) -> np.ndarray:
-    return _unshifted_weights(-np.sum(Q**2, axis=1, keepdims=True) + 2 * Q @ K.T - np.sum(K**2, axis=1)) @ V
+def _unshifted(Q, K, V, lam) -> np.ndarray:
+    return _unshifted_weights(-(Q**2 @ lam)[:, None] + 2 * (Q * lam) @ K.T - K**2 @ lam) @ V
 
 
-check_distance_attention = Checker(
-    name="distance_attention",
-    doc="Check ``fn(Q, K, V) -> (m, d_v)``: attention with the similarity ``-|q - k|^2`` for every query row "
-        "of ``Q`` (m, d) over the key rows of ``K`` (n, d) and value rows of ``V`` (n, d_v).",
-    reference=_distance_attention,
+check_weighted_distance_attention = Checker(
+    name="weighted_distance_attention",
+    doc="Check ``fn(Q, K, V, lam) -> (m, d_v)``: attention with the similarity ``-sum_j lam_j (q_j - k_j)^2`` "
+        "for every query row of ``Q`` (m, d) over the key rows of ``K`` (n, d) and value rows of ``V`` "
+        "(n, d_v), with one weight ``lam_j >= 0`` per coordinate.",
+    reference=_weighted_distance_attention,
     cases=_distance_cases(),
     mistakes=(
         Mistake(_dot_only, "for keys of different lengths the distance is not the dot product: each key's "
-                "squared length stays in its score."),
-        Mistake(_cross_term_once, "expand (q - k) . (q - k) again: the cross term q . k appears twice."),
-        Mistake(_key_length_added, "a longer key is further from the query: its squared length lowers the score."),
+                "weighted squared length stays in its score."),
+        Mistake(_cross_term_once, "expand lam_j (q_j - k_j)^2 again: the cross term lam_j q_j k_j appears twice."),
+        Mistake(_key_length_added, "a longer key is further from the query: its weighted squared length lowers "
+                "the score."),
+        Mistake(_unweighted_key_length, "the key's squared length comes from the same weighted distance: weight "
+                "each coordinate's k_j^2 by lam_j too."),
+        Mistake(_weights_squared, "scaling q and k by lam weights each squared difference by lam squared: lam "
+                "enters each term of the expansion once."),
         Mistake(_unshifted, "far from every key, exp of each score underflows to 0 and 0/0 is NaN: subtract "
                 "each row's largest score before exp."),
     ),

@@ -2,87 +2,91 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.numpy import scaled_dot_product_attention, single_query_attention, softmax
+from attnbook.numpy import softmax
+
+# PyTorch's automatic differentiation: an answer that calls it has not derived the gradient.
+_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.func.grad", "torch.func.vjp",
+             "torch.func.jacrev", "torch.func.jacfwd")
 
 
-def _column_params(rng, d_x, d_z, d_k, d_v):
-    """Weights in the column convention, shape (d_out, d_in), and their biases."""
-    return (
-        rng.normal(size=(d_k, d_x)), rng.normal(size=d_k),
-        rng.normal(size=(d_k, d_z)), rng.normal(size=d_k),
-        rng.normal(size=(d_v, d_z)), rng.normal(size=d_v),
-    )
+# --- the value map's gradient in the column convention ----------------------------------------------
 
-
-def _batch_cases() -> list[Case]:
-    rng = np.random.default_rng(501)
-    cases = []
-    for B, d_x, d_z, d_k, d_v, T_q, T_k, size in ((1, 2, 2, 2, 2, 2, 2, 1.0), (2, 3, 5, 4, 2, 4, 6, 1.0),
-                                                  (3, 4, 3, 8, 1, 1, 5, 1.0), (2, 6, 6, 5, 3, 7, 3, 1.0),
-                                                  # Scores in the hundreds: exp overflows unless shifted.
-                                                  (2, 3, 3, 4, 2, 3, 4, 12.0)):
-        X, Z = size * rng.normal(size=(B, d_x, T_q)), size * rng.normal(size=(B, d_z, T_k))
-        label = f"B={B}, d_x={d_x}, d_z={d_z}, d_k={d_k}, d_v={d_v}, T_q={T_q}, T_k={T_k}"
-        if size != 1.0:
-            label += f", inputs scaled by {size:g}"
-        cases.append(Case(label, (X, Z, *_column_params(rng, d_x, d_z, d_k, d_v))))
+def _value_grad_cases() -> list[Case]:
+    rng = np.random.default_rng(502)
+    cases = [
+        # One sequence, two tokens, and a one-hot A: query 0 reads token 1, query 1 reads token 0.
+        Case("B=1, Z=[[1, 2], [3, 4]], A=[[0, 1], [1, 0]] (one-hot columns), G=[[1, 0], [0, 2]]",
+             (np.array([[[1.0, 2.0], [3.0, 4.0]]]), np.array([[[0.0, 1.0], [1.0, 0.0]]]),
+              np.array([[[1.0, 0.0], [0.0, 2.0]]]))),
+    ]
+    # (B, d_z, d_v, T_k, T_q): square ones (d_v = d_z, T_q = T_k) first, where a transposed or
+    # reordered answer has the right shape and only its numbers are wrong.
+    for B, d_z, d_v, T_k, T_q in ((2, 3, 3, 4, 4), (3, 4, 4, 3, 3), (2, 5, 2, 6, 4), (1, 2, 3, 1, 5),
+                                  (4, 3, 6, 5, 2)):
+        Z = rng.normal(size=(B, d_z, T_k))
+        A = softmax(rng.normal(size=(B, T_k, T_q)), axis=-2)  # each column a query's weights over the keys
+        G = rng.normal(size=(B, d_v, T_q))
+        cases.append(Case(f"B={B}, d_z={d_z}, d_v={d_v}, T_k={T_k}, T_q={T_q}", (Z, A, G)))
     return cases
 
 
-def _rows(A: np.ndarray) -> np.ndarray:
-    """Swap the last two axes: columns to rows and back, whatever the batch axes."""
-    return np.swapaxes(A, -1, -2)
+def _value_weight_grad(Z: np.ndarray, A: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """dL/dW_v for the outputs (W_v Z_b + b_v 1^T) A_b with dL/d output = G_b, by autograd in float64."""
+    import torch  # only here: the NumPy chapters' checkers import without PyTorch
+
+    Z_t, A_t, G_t = (torch.as_tensor(np.asarray(x, dtype=np.float64)) for x in (Z, A, G))
+    W_v = torch.zeros(G_t.shape[-2], Z_t.shape[-2], dtype=torch.float64, requires_grad=True)
+    b_v = torch.zeros(G_t.shape[-2], dtype=torch.float64)
+    (grad,) = torch.autograd.grad((W_v @ Z_t + b_v[:, None]) @ A_t, W_v, grad_outputs=G_t)
+    return grad.numpy()
 
 
-def _batched_columns(X, Z, W_q, b_q, W_k, b_k, W_v, b_v) -> np.ndarray:
-    # Through the row convention and the package's attention: transposes in, transpose out.
-    Q, K, V = _rows(X) @ W_q.T + b_q, _rows(Z) @ W_k.T + b_k, _rows(Z) @ W_v.T + b_v
-    return _rows(scaled_dot_product_attention(Q, K, V)[0])
+def _t(X: np.ndarray) -> np.ndarray:
+    return np.swapaxes(X, -1, -2)
 
 
-def _columns_by(X, Z, W_q, b_q, W_k, b_k, W_v, b_v, axis=-2, scale=None, bias=True) -> np.ndarray:
-    Q = W_q @ X + (b_q[:, None] if bias else 0.0)
-    K = W_k @ Z + (b_k[:, None] if bias else 0.0)
-    V = W_v @ Z + (b_v[:, None] if bias else 0.0)
-    S = _rows(K) @ Q * (1 / math.sqrt(Q.shape[-2]) if scale is None else scale)  # (B, T_k, T_q)
-    return V @ softmax(S, axis=axis)
+def _row_convention(Z, A, G) -> np.ndarray:
+    return np.sum(Z @ A @ _t(G), axis=0)
 
 
-def _softmax_over_queries(*args) -> np.ndarray:
-    return _columns_by(*args, axis=-1)
+def _per_sequence(Z, A, G) -> np.ndarray:
+    return G @ _t(Z @ A)
 
 
-def _unscaled(*args) -> np.ndarray:
-    return _columns_by(*args, scale=1.0)
+def _batch_mean(Z, A, G) -> np.ndarray:
+    return np.mean(G @ _t(Z @ A), axis=0)
 
 
-def _scaled_by_d_x(*args) -> np.ndarray:
-    return _columns_by(*args, scale=1 / math.sqrt(args[0].shape[-2]))
+def _weights_not_transposed(Z, A, G) -> np.ndarray:
+    return np.sum(G @ A @ _t(Z), axis=0)
 
 
-def _no_bias(*args) -> np.ndarray:
-    return _columns_by(*args, bias=False)
+def _weights_left_out(Z, A, G) -> np.ndarray:
+    return np.sum(G @ _t(Z), axis=0)
 
 
-check_batched_attention_columns = Checker(
-    name="batched_attention_columns",
-    doc="Check ``fn(X, Z, W_q, b_q, W_k, b_k, W_v, b_v) -> (B, d_v, T_q)``: attention in the column convention "
-        "for a batch, tokens as columns of ``X`` (B, d_x, T_q) and ``Z`` (B, d_z, T_k), weights of shape "
-        "(d_out, d_in), biases of shape (d_out,).",
-    reference=_batched_columns,
-    cases=_batch_cases(),
+check_value_weight_grad = Checker(
+    name="value_weight_grad",
+    doc="Check ``fn(Z, A, G) -> (d_v, d_z)``: the gradient of a loss with respect to the column-convention "
+        "``W_v`` (shape (d_v, d_z)) of the outputs ``(W_v Z[b] + b_v 1^T) A[b]``, for context tokens ``Z`` "
+        "(B, d_z, T_k), weights ``A`` (B, T_k, T_q) whose columns sum to 1 and ``G = dL/d output`` "
+        "(B, d_v, T_q).",
+    reference=_value_weight_grad,
+    cases=_value_grad_cases(),
     mistakes=(
-        Mistake(_softmax_over_queries, "each query is a column of the scores K^T Q: its weights run down that "
-                "column, over the keys (axis=-2)."),
-        Mistake(_unscaled, "divide the scores by sqrt(d_k), the dimension of the space where queries and keys meet."),
-        Mistake(_scaled_by_d_x, "scale by sqrt(d_k), the length of a query, not by the input's d_x."),
-        Mistake(_no_bias, "add the biases: every token, a column, gets the same bias column."),
+        Mistake(_row_convention, "that is the row convention's gradient, shape (d_z, d_v); in the column "
+                "convention W_v is (d_v, d_z), and so is its gradient: G (Z A)^T."),
+        Mistake(_per_sequence, "one W_v serves every sequence of the batch: add the sequences' gradients into one "
+                "(d_v, d_z) matrix."),
+        Mistake(_batch_mean, "the loss adds over the batch, so the gradients add: sum them, do not average."),
+        Mistake(_weights_not_transposed, "output column j mixes the value columns with the weights in column j "
+                "of A, so the gradient reaching V is G A^T: A enters transposed."),
+        Mistake(_weights_left_out, "the output is V A, not V: the gradient passes through the attention "
+                "weights on its way to W_v."),
     ),
-    forbidden=(scaled_dot_product_attention, single_query_attention, "attnbook.torch.scaled_dot_product_attention",
-               "torch.nn.functional.scaled_dot_product_attention"),
+    atol=1e-10,
+    forbidden=_AUTOGRAD,
 )

@@ -8,72 +8,93 @@ import numpy as np
 
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import softmax, softmax_jacobian
+from attnbook.numpy.backprop.softmax import softmax_backward
+
+_AUTOGRAD = ("torch.autograd.grad", "torch.autograd.backward", "torch.func.grad", "torch.func.vjp",
+             "torch.func.jacrev", "torch.func.jacfwd")
 
 
-def _scores_gradient(s: np.ndarray, g: np.ndarray, d: int) -> np.ndarray:
-    """dL/ds for p = softmax(s / sqrt(d)) over the last axis and dL/dp = g, by autograd in float64."""
+def _temperature_gradient(s: np.ndarray, g: np.ndarray, tau: float) -> float:
+    """dL/dtau for p = softmax(s / tau) over the last axis, one tau for every row, dL/dp = g: autograd in float64."""
     import torch  # only here: the NumPy chapters' checkers import without PyTorch
 
-    s_t = torch.tensor(np.asarray(s, dtype=np.float64), requires_grad=True)
-    p = torch.softmax(s_t / math.sqrt(d), dim=-1)
-    (grad,) = torch.autograd.grad(p, s_t, grad_outputs=torch.tensor(np.asarray(g, dtype=np.float64)))
-    return grad.numpy()
+    t = torch.tensor(float(tau), dtype=torch.float64, requires_grad=True)
+    p = torch.softmax(torch.as_tensor(np.asarray(s, dtype=np.float64)) / t, dim=-1)
+    (grad,) = torch.autograd.grad(p, t, grad_outputs=torch.as_tensor(np.asarray(g, dtype=np.float64)))
+    return float(grad)
 
 
-def _gradient_cases() -> list[Case]:
-    rng = np.random.default_rng(601)
+def _temperature_cases() -> list[Case]:
+    rng = np.random.default_rng(602)
     cases = [
-        Case("s=[1, 2, 3], g=[1, 0, 0], d=1", (np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 0.0]), 1)),
-        Case("s=[0, 0], g=[1, -1], d=4", (np.zeros(2), np.array([1.0, -1.0]), 4)),
-        Case("s=[1, 1, 1], g=[2, 2, 2], d=9 (g the same everywhere)", (np.ones(3), np.full(3, 2.0), 9)),
+        Case("s=[0, 1], g=[0, 1], tau=2", (np.array([0.0, 1.0]), np.array([0.0, 1.0]), 2.0)),
+        Case("s=[1, 2, 3], g=[1, 0, 0], tau=0.5", (np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 0.0]), 0.5)),
+        Case("s=[[2, 0, -1], [1, 1, 4]], g=[[1, 2, 0], [0, -1, 3]], tau=2",
+             (np.array([[2.0, 0.0, -1.0], [1.0, 1.0, 4.0]]), np.array([[1.0, 2.0, 0.0], [0.0, -1.0, 3.0]]), 2.0)),
+        Case("s=[1, 3, 2], g=[2, 2, 2], tau=1.5 (g the same everywhere)",
+             (np.array([1.0, 3.0, 2.0]), np.full(3, 2.0), 1.5)),
+        # Scores in the hundreds at a low temperature: exp overflows unless each row is shifted first.
+        Case("s=[[300, 299, 290]], g=[[0, 1, 2]], tau=0.5",
+             (np.array([[300.0, 299.0, 290.0]]), np.array([[0.0, 1.0, 2.0]]), 0.5)),
     ]
-    for shape, d in (((4, 6), 16), ((3, 5), 64), ((2, 3, 7), 256)):
-        s = rng.normal(size=shape) * math.sqrt(d)  # raw scores q . k: standard deviation sqrt(d)
-        cases.append(Case(f"random s and g of shape {shape}, d={d}", (s, rng.normal(size=shape), d)))
+    for shape, tau in (((4, 6), 8.0), ((2, 3, 5), 0.7)):
+        cases.append(Case(f"random s and g of shape {shape}, tau={tau:g}",
+                          (3.0 * rng.normal(size=shape), rng.normal(size=shape), tau)))
     return cases
 
 
-def _p(s: np.ndarray, d: int) -> np.ndarray:
-    return softmax(np.asarray(s, dtype=np.float64) / math.sqrt(d), axis=-1)
+def _row_terms(s, g, tau) -> np.ndarray:
+    """sum_j s_j p_j (g_j - g_bar) for every row: the gradient with respect to 1 / tau, row by row."""
+    s, g = np.asarray(s, dtype=np.float64), np.asarray(g, dtype=np.float64)
+    p = softmax(s / tau, axis=-1)
+    return np.sum(s * p * (g - np.sum(p * g, axis=-1, keepdims=True)), axis=-1)
 
 
-def _no_chain_factor(s: np.ndarray, g: np.ndarray, d: int) -> np.ndarray:
-    p = _p(s, d)
-    return p * (g - (p * g).sum(axis=-1, keepdims=True))
+def _sign_flipped(s, g, tau) -> float:
+    return float(np.sum(_row_terms(s, g, tau)) / tau**2)
 
 
-def _diagonal_only(s: np.ndarray, g: np.ndarray, d: int) -> np.ndarray:
-    return _p(s, d) * g / math.sqrt(d)
+def _gradient_of_inverse(s, g, tau) -> float:
+    return float(np.sum(_row_terms(s, g, tau)))
 
 
-def _unscaled_weights(s: np.ndarray, g: np.ndarray, d: int) -> np.ndarray:
-    p = softmax(np.asarray(s, dtype=np.float64), axis=-1)
-    return p * (g - (p * g).sum(axis=-1, keepdims=True)) / math.sqrt(d)
+def _one_power_of_tau(s, g, tau) -> float:
+    return float(-np.sum(_row_terms(s, g, tau)) / tau)
 
 
-def _sum_over_everything(s: np.ndarray, g: np.ndarray, d: int) -> np.ndarray:
-    p = _p(s, d)
-    return p * (g - (p * g).sum()) / math.sqrt(d)
+def _no_normaliser(s, g, tau) -> float:
+    s, g = np.asarray(s, dtype=np.float64), np.asarray(g, dtype=np.float64)
+    return float(-np.sum(s * softmax(s / tau, axis=-1) * g) / tau**2)
 
 
-check_scores_gradient = Checker(
-    name="scores_gradient",
-    doc="Check ``fn(s, g, d) -> dL/ds``: ``s`` raw scores of shape ``(..., n)``, ``p = softmax(s / sqrt(d))`` "
-        "over the last axis, ``g = dL/dp`` of the shape of ``s``; returns ``dL/ds``, shape of ``s``, without "
-        "building a Jacobian.",
-    reference=_scores_gradient,
-    cases=_gradient_cases(),
+def _per_row(s, g, tau) -> np.ndarray:
+    return -_row_terms(s, g, tau) / tau**2
+
+
+def _mean_over_rows(s, g, tau) -> float:
+    return float(-np.mean(_row_terms(s, g, tau)) / tau**2)
+
+
+check_temperature_gradient = Checker(
+    name="temperature_gradient",
+    doc="Check ``fn(s, g, tau) -> float``: ``s`` scores of shape ``(..., n)``, ``p = softmax(s / tau)`` over the "
+        "last axis with one temperature ``tau`` for every row, ``g = dL/dp`` of the shape of ``s``; returns "
+        "``dL/dtau``, one number, without autograd or a Jacobian.",
+    reference=_temperature_gradient,
+    cases=_temperature_cases(),
     mistakes=(
-        Mistake(_no_chain_factor, "the scores enter the softmax divided by sqrt(d): the chain rule brings that "
-                                  "factor into the gradient as well."),
-        Mistake(_diagonal_only, "changing one score moves every weight of its row, not only its own: the "
-                                "off-diagonal part of the Jacobian is missing."),
-        Mistake(_unscaled_weights, "the weights are the softmax of the scaled scores s / sqrt(d), not of s."),
-        Mistake(_sum_over_everything, "each row of scores has its own softmax: the weighted sum of g runs over "
-                                      "the last axis only, one number per row."),
+        Mistake(_sign_flipped, "raising tau shrinks s / tau: d(s_j / tau)/d tau is -s_j / tau^2, with a minus sign."),
+        Mistake(_gradient_of_inverse, "that is the gradient with respect to 1 / tau; the chain rule through "
+                                      "s_j / tau brings -s_j / tau^2."),
+        Mistake(_one_power_of_tau, "d(s_j / tau)/d tau is -s_j / tau^2: the square of tau, not tau."),
+        Mistake(_no_normaliser, "every weight shares the denominator, so the gradient at the scaled scores is "
+                                "p_j (g_j - sum_i p_i g_i), not p_j g_j."),
+        Mistake(_per_row, "one temperature serves every row, so its gradient is one number: add the rows' "
+                          "contributions."),
+        Mistake(_mean_over_rows, "the loss adds the rows' contributions: sum them, do not average."),
     ),
     atol=1e-10,
-    forbidden=(softmax_jacobian, "torch.autograd.grad", "torch.autograd.backward"),
+    forbidden=(softmax_jacobian, softmax_backward, *_AUTOGRAD),
 )
 
 
