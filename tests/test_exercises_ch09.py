@@ -5,28 +5,23 @@ import numpy as np
 import torch
 
 import attnbook.numpy as anp
-from attnbook.exercises import check_heads_attention, check_mha_parameters
+from attnbook.exercises import check_head_circuits, check_mha_parameters
 
 
-def heads_by_torch(X, W_q, W_k, W_v, W_o, h):
-    # torch's multi-head attention needs h * d_head = embed_dim: give it kdim/vdim and a wide output instead.
-    x = torch.tensor(X)
-    q, k, v = (x @ torch.tensor(W) for W in (W_q, W_k, W_v))
-    T, inner = q.shape
-    q, k, v = (t.view(T, h, inner // h).transpose(0, 1) for t in (q, k, v))
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-    return (out.transpose(0, 1).reshape(T, inner) @ torch.tensor(W_o)).numpy()
-
-
-def heads_by_loop(X, W_q, W_k, W_v, W_o, h):
-    d_head = W_q.shape[1] // h
-    outs = []
+def circuits_by_loop(W_q, W_k, W_v, W_o, h, d_head=None):
+    d_head = d_head or W_q.shape[1] // h
+    A, B = [], []
     for i in range(h):
         c = slice(i * d_head, (i + 1) * d_head)
-        s = (X @ W_q[:, c]) @ (X @ W_k[:, c]).T / np.sqrt(d_head)
-        w = np.exp(s - s.max(1, keepdims=True))
-        outs.append(w / w.sum(1, keepdims=True) @ (X @ W_v[:, c]))
-    return np.concatenate(outs, axis=1) @ W_o
+        A.append(W_q[:, c] @ W_k[:, c].T)
+        B.append(W_v[:, c] @ W_o[c])
+    return np.array([A, B])
+
+
+def circuits_by_torch(W_q, W_k, W_v, W_o, h):
+    Wq, Wk, Wv = (torch.tensor(W).unflatten(1, (h, -1)).transpose(0, 1) for W in (W_q, W_k, W_v))
+    Wo = torch.tensor(W_o).unflatten(0, (h, -1))
+    return torch.stack([Wq @ Wk.mT, Wv @ Wo]).numpy()
 
 
 def count_by_torch(d_model, d_kv, h, d_head):
@@ -36,39 +31,46 @@ def count_by_torch(d_model, d_kv, h, d_head):
 
 
 def test_answers_computed_another_way_pass():
-    assert check_heads_attention(heads_by_torch)
-    assert check_heads_attention(heads_by_loop)
+    assert check_head_circuits(circuits_by_loop)
+    assert check_head_circuits(circuits_by_torch)
     assert check_mha_parameters(count_by_torch)
 
 
 def test_delegating_to_the_package_is_refused_by_name():
-    def through_split(X, W_q, W_k, W_v, W_o, h):
-        Q, K, V = (anp.split_heads(X @ W, h) for W in (W_q, W_k, W_v))
-        out = anp.scaled_dot_product_attention(Q, K, V)[0]
-        return out.transpose(1, 0, 2).reshape(X.shape[0], -1) @ W_o
+    def through_split(W_q, W_k, W_v, W_o, h):
+        Wq, Wk, Wv = (anp.split_heads(W, h) for W in (W_q, W_k, W_v))
+        Wo = anp.split_heads(W_o.T, h).transpose(0, 2, 1)
+        return np.stack([Wq @ Wk.transpose(0, 2, 1), Wv @ Wo])
 
-    def through_merge(X, W_q, W_k, W_v, W_o, h):
-        T, inner = X.shape[0], W_q.shape[1]
-        Q, K, V = ((X @ W).reshape(T, h, inner // h).transpose(1, 0, 2) for W in (W_q, W_k, W_v))
-        return anp.merge_heads(anp.scaled_dot_product_attention(Q, K, V)[0]) @ W_o
-
-    verdict = check_heads_attention(through_split)
+    verdict = check_head_circuits(through_split)
     assert not verdict and "attnbook.numpy.multihead.split_heads" in verdict.message
-    verdict = check_heads_attention(through_merge)
-    assert not verdict and "attnbook.numpy.multihead.merge_heads" in verdict.message
+
+
+def test_the_layer_s_products_for_every_head_are_refused():
+    # What the chapter's split of the activations leaves in the weights: the whole layer's W_q W_k^T and W_v W_o.
+    def whole_layer(W_q, W_k, W_v, W_o, h):
+        return np.stack([np.stack([W_q @ W_k.T] * h), np.stack([W_v @ W_o] * h)])
+
+    assert not check_head_circuits(whole_layer)
+
+
+def test_heads_assumed_to_be_d_model_over_h_wide_fail():
+    def width_from_d_model(W_q, W_k, W_v, W_o, h):
+        # the chapter's usual width, d_model / h, where the exercise's projections may be wider or narrower
+        return circuits_by_loop(W_q, W_k, W_v, W_o, h, d_head=W_q.shape[0] // h)
+
+    verdict = check_head_circuits(width_from_d_model)
+    assert not verdict and "h=2, d_head=1" in verdict.message
 
 
 def test_wrong_answers_not_among_the_listed_mistakes_fail():
-    # Forgetting the output projection; splitting by every h-th column instead of contiguous blocks.
-    def no_output_projection(X, W_q, W_k, W_v, W_o, h):
-        return heads_by_loop(X, W_q, W_k, W_v, np.eye(W_o.shape[0])[:, : W_o.shape[1]], h)
+    def without_the_output_projection(W_q, W_k, W_v, W_o, h):
+        A = circuits_by_loop(W_q, W_k, W_v, W_o, h)[0]
+        d_head = W_q.shape[1] // h
+        B = [W_v[:, i * d_head:(i + 1) * d_head] @ W_v[:, i * d_head:(i + 1) * d_head].T for i in range(h)]
+        return np.stack([A, np.stack(B)])
 
-    def interleaved(X, W_q, W_k, W_v, W_o, h):
-        order = np.arange(W_q.shape[1]).reshape(-1, h).T.ravel()  # every h-th column
-        return heads_by_loop(X, W_q[:, order], W_k[:, order], W_v[:, order], W_o[order], h)
-
-    assert not check_heads_attention(no_output_projection)
-    assert not check_heads_attention(interleaved)
+    assert not check_head_circuits(without_the_output_projection)
     assert not check_mha_parameters(lambda d_model, d_kv, h, d_head: 4 * (d_model * h * d_head + h * d_head))
 
 
@@ -76,4 +78,4 @@ def test_unattempted_exercises_say_so():
     def todo(*args):
         raise NotImplementedError
 
-    assert not check_heads_attention(todo).attempted and not check_mha_parameters(todo).attempted
+    assert not check_head_circuits(todo).attempted and not check_mha_parameters(todo).attempted

@@ -4,28 +4,52 @@ and the capstone names the part that disagrees."""
 import numpy as np
 
 import attnbook.numpy as an
-from attnbook.exercises import check_encode_positions, check_my_mha, check_offset_between
+from attnbook.exercises import check_encode_times, check_my_mha, check_offset_between
 
 
-def encode_by_rotation(positions, d_model, base):
-    # each pair as a complex number turning by omega per position
-    omegas = base ** (-np.arange(0, d_model, 2) / d_model)
-    z = np.exp(1j * np.asarray(positions)[:, None] * omegas)
-    return np.stack([z.imag, z.real], axis=-1).reshape(len(positions), d_model)
+def encode_by_rotation(times, d_model, base):
+    # each pair as a complex number turning by omega per unit of time; an odd width drops the last cosine
+    n_pairs = (d_model + 1) // 2
+    omegas = base ** (-np.arange(n_pairs) / n_pairs)
+    z = np.exp(1j * np.asarray(times, dtype=float)[:, None] * omegas)
+    return np.stack([z.imag, z.real], axis=-1).reshape(len(times), -1)[:, :d_model]
 
 
-def test_encode_positions_another_way_passes_and_delegating_is_refused():
-    assert check_encode_positions(encode_by_rotation)
-    verdict = check_encode_positions(lambda p, d, b: an.sinusoidal_encoding(int(max(p)) + 1, d, b)[p])
-    assert not verdict and "sinusoidal_encoding" in verdict.message
+def test_encode_times_another_way_passes_and_delegating_is_refused():
+    assert check_encode_times(encode_by_rotation)
+
+    def through_the_table(times, d_model, base):  # integer times only, even widths only
+        return an.sinusoidal_encoding(int(max(times)) + 1, d_model + d_model % 2, base)[np.asarray(times, int)]
+
+    def through_the_map(times, d_model, base):
+        even = d_model + d_model % 2
+        return np.stack([np.tile([0.0, 1.0], even // 2) @ an.relative_position_map(t, even, base)
+                         for t in times])[:, :d_model]
+
+    def through_the_frequencies(times, d_model, base):
+        angles = np.asarray(times)[:, None] * an.sinusoidal_frequencies(d_model + d_model % 2, base)
+        return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(len(times), -1)[:, :d_model]
+
+    for answer, name in ((through_the_table, "sinusoidal_encoding"), (through_the_map, "relative_position_map"),
+                         (through_the_frequencies, "sinusoidal_frequencies")):
+        verdict = check_encode_times(answer)
+        assert not verdict and name in verdict.message
 
 
-def test_encode_positions_with_sines_and_cosines_in_two_halves_fails():
-    def halves(positions, d_model, base):
-        angles = np.asarray(positions)[:, None] * base ** (-np.arange(0, d_model, 2) / d_model)
-        return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+def test_encode_times_plausible_wrong_answers_fail():
+    def halves_of_the_tutorial(times, d_model, base):
+        # the usual tutorial code, made to run for an odd width by giving the cosines one frequency fewer
+        omegas = base ** (-np.arange(0, d_model, 2) / d_model)
+        pe = np.zeros((len(times), d_model))
+        pe[:, 0::2] = np.sin(np.asarray(times)[:, None] * omegas)
+        pe[:, 1::2] = np.cos(np.asarray(times)[:, None] * omegas[: d_model // 2])
+        return pe
 
-    assert not check_encode_positions(halves)
+    def by_absolute_time(times, d_model, base):  # loses the sign of negative times
+        return encode_by_rotation(np.abs(times), d_model, base)
+
+    assert not check_encode_times(halves_of_the_tutorial)
+    assert not check_encode_times(by_absolute_time)
 
 
 def offset_by_every_pair(u, v, d_model):

@@ -1,36 +1,73 @@
 """Chapter 13's checkers: answers computed another way pass; delegating answers and plausible wrong ones fail."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 import attnbook.torch as at
-from attnbook.exercises import check_layer_norm_columns, check_pre_norm_block
+from attnbook.exercises import check_group_norm_columns, check_pre_norm_block
 
 
-def columns_by_loop(x, gamma, beta, eps):
+def groups_by_loop(x, gamma, beta, groups, eps):
     out = torch.empty_like(x)
+    size = x.shape[1] // groups
     for b in range(x.shape[0]):
         for t in range(x.shape[2]):
-            col = x[b, :, t]
-            out[b, :, t] = (col - col.mean()) / torch.sqrt(col.var(unbiased=False) + eps) * gamma + beta
-    return out
+            for g in range(groups):
+                rows = slice(g * size, (g + 1) * size)
+                part = x[b, rows, t]
+                out[b, rows, t] = (part - part.mean()) / torch.sqrt(part.var(unbiased=False) + eps)
+    return out * gamma[:, None] + beta[:, None]
 
 
-def test_layer_norm_columns_by_loop_passes_and_delegating_is_refused():
-    assert check_layer_norm_columns(columns_by_loop)
-    verdict = check_layer_norm_columns(lambda x, g, b, eps: at.layer_norm(x.transpose(1, 2), g, b, eps).transpose(1, 2))
-    assert not verdict and "layer_norm" in verdict.message
-    verdict = check_layer_norm_columns(
-        lambda x, g, b, eps: F.layer_norm(x.transpose(1, 2), g.shape, g, b, eps).transpose(1, 2))
-    assert not verdict and "layer_norm" in verdict.message
+def test_group_norm_columns_by_loop_passes():
+    assert check_group_norm_columns(groups_by_loop)
 
 
-def test_layer_norm_columns_without_eps_fails_on_a_constant_column():
-    def without_eps_and_std(x, gamma, beta, eps):  # torch.std is the unbiased one, and eps forgotten
-        mean = x.mean(1, keepdim=True)
-        return (x - mean) / x.std(1, keepdim=True) * gamma[:, None] + beta[:, None]
+def _into_rows(x, groups):  # (B, d, T) -> (B, T, groups, d / groups): the chapter's layout, one row per group
+    B, d, T = x.shape
+    return x.transpose(1, 2).reshape(B, T, groups, d // groups)
 
-    assert not check_layer_norm_columns(without_eps_and_std)
+
+def _back(z, x, gamma, beta):
+    B, d, T = x.shape
+    return (z.reshape(B, T, d) * gamma + beta).transpose(1, 2)
+
+
+@pytest.mark.parametrize(("answer", "named"), [
+    (lambda x, g, b, G, eps: _back(at.layer_norm(_into_rows(x, G), torch.ones(x.shape[1] // G, dtype=x.dtype),
+                                                 torch.zeros(x.shape[1] // G, dtype=x.dtype), eps), x, g, b),
+     "attnbook.torch.layernorm.layer_norm"),
+    (lambda x, g, b, G, eps: _back(F.layer_norm(_into_rows(x, G), (x.shape[1] // G,), eps=eps), x, g, b),
+     "layer_norm"),
+    (lambda x, g, b, G, eps: _back(torch.nn.LayerNorm(x.shape[1] // G, eps=eps, elementwise_affine=False,
+                                                      dtype=x.dtype)(_into_rows(x, G)), x, g, b),
+     "LayerNorm.forward"),
+    (lambda x, g, b, G, eps: F.group_norm(x.transpose(1, 2).reshape(-1, x.shape[1]), G, g, b, eps)
+     .reshape(x.shape[0], x.shape[2], x.shape[1]).transpose(1, 2), "group_norm"),
+    (lambda x, g, b, G, eps: _back(F.instance_norm(_into_rows(x, G).reshape(-1, G, x.shape[1] // G), eps=eps),
+                                   x, g, b), "instance_norm"),
+], ids=["package-transposed", "torch-transposed", "module-transposed", "group_norm", "instance_norm"])
+def test_group_norm_columns_transposed_and_delegated_is_refused(answer, named):
+    verdict = check_group_norm_columns(answer)
+    assert not verdict and named in verdict.message and "calls" in verdict.message
+
+
+def test_group_norm_columns_without_eps_fails_on_a_constant_group():
+    def without_eps_and_std(x, gamma, beta, groups, eps):  # torch.std is the unbiased one, and eps forgotten
+        B, d, T = x.shape
+        z = x.reshape(B, groups, d // groups, T)
+        z = (z - z.mean(2, keepdim=True)) / z.std(2, keepdim=True)
+        return z.reshape(B, d, T) * gamma[:, None] + beta[:, None]
+
+    def stats_of_the_first_group(x, gamma, beta, groups, eps):  # one mean and variance for every group
+        size = x.shape[1] // groups
+        first = x[:, :size]
+        mean, var = first.mean(1, keepdim=True), first.var(1, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + eps) * gamma[:, None] + beta[:, None]
+
+    assert not check_group_norm_columns(without_eps_and_std)
+    assert not check_group_norm_columns(stats_of_the_first_group)
 
 
 def test_pre_norm_block_fixed_another_way_passes_and_delegating_is_refused():

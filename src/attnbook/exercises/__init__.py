@@ -17,17 +17,17 @@ from attnbook.exercises.ch05 import check_value_weight_grad
 from attnbook.exercises.ch06 import check_correlated_scale, check_temperature_gradient
 from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
 from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
-from attnbook.exercises.ch09 import check_heads_attention, check_mha_parameters
+from attnbook.exercises.ch09 import check_head_circuits, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
-from attnbook.exercises.ch11 import check_encode_positions, check_my_mha, check_offset_between
+from attnbook.exercises.ch11 import check_encode_times, check_my_mha, check_offset_between
 from attnbook.exercises.ch21 import check_ring_cache_mask, check_rotate_to
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
 # chapters' checkers work where PyTorch is not installed.
 _NEED_TORCH = {
-    "check_attention_blocked": "ch12",
+    "check_mha_float_mask": "ch12",
     "check_smoothed_ce_grad": "ch12",
-    "check_layer_norm_columns": "ch13",
+    "check_group_norm_columns": "ch13",
     "check_pre_norm_block": "ch13",
     "check_influence_by_rows": "ch14",
     "check_packed_self_mask": "ch14",
@@ -67,7 +67,6 @@ __all__ = [
     "Verdict",
     "check_attend_to_others",
     "check_attention_backward",
-    "check_attention_blocked",
     "check_attention_scores",
     "check_batched_additive_scores",
     "check_bigram_loss",
@@ -79,14 +78,14 @@ __all__ = [
     "check_dilated_causal_conv",
     "check_dilated_mask",
     "check_encode_by_rank",
-    "check_encode_positions",
+    "check_encode_times",
     "check_generate_cached",
     "check_gpt_forward",
     "check_gpt_parameters",
     "check_gqa_by_groups",
-    "check_heads_attention",
+    "check_group_norm_columns",
+    "check_head_circuits",
     "check_influence_by_rows",
-    "check_layer_norm_columns",
     "check_learn_merges_incremental",
     "check_llama_block_by_hand",
     "check_log_softmax_rows",
@@ -95,6 +94,7 @@ __all__ = [
     "check_mask_tokens_by_hand",
     "check_masked_attention",
     "check_merge_partials",
+    "check_mha_float_mask",
     "check_mha_parameters",
     "check_my_mha",
     "check_neighbours",

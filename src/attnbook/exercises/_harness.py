@@ -525,8 +525,10 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
             return None
     if exp.size > 12:
         # A big array in full would bury the message: point at the worst entry instead.
-        diff = np.abs(got_arr.astype(np.float64) - exp.astype(np.float64))
-        diff = np.where(np.isnan(diff), np.inf, diff)
+        got_f, exp_f = got_arr.astype(np.float64), exp.astype(np.float64)
+        diff = np.abs(got_f - exp_f)
+        # NaN where one is NaN (the worst), or where both are the same infinity (no difference at all)
+        diff = np.where(got_f == exp_f, 0.0, np.where(np.isnan(diff), np.inf, diff))
         worst = np.unravel_index(int(np.argmax(diff)), exp.shape)
         where = tuple(int(i) for i in worst)
         return f"wrong value at index {where}: expected {_fmt(exp[worst])}, got {_fmt(got_arr[worst])}"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.numpy import merge_heads, multi_head_attention, scaled_dot_product_attention, split_heads
+from attnbook.numpy import merge_heads, multi_head_attention, split_heads
 
 
 def _count(d_model: int, d_kv: int, h: int, d_head: int) -> int:
@@ -54,76 +54,81 @@ check_mha_parameters = Checker(
 )
 
 
-def _heads(X, W_q, W_k, W_v, W_o, h) -> np.ndarray:
-    Q, K, V = (split_heads(X @ W, h) for W in (W_q, W_k, W_v))  # (h, T, d_head)
-    return merge_heads(scaled_dot_product_attention(Q, K, V)[0]) @ W_o
+def _circuits(W_q, W_k, W_v, W_o, h) -> np.ndarray:
+    """Each head's ``A_i = W_q^(i) W_k^(i)T`` and ``B_i = W_v^(i) W_o^(i)``: the package's split of a projected
+    array, applied to the weights (a weight matrix is the projection of the identity)."""
+    Wq, Wk, Wv = (split_heads(W, h) for W in (W_q, W_k, W_v))  # (h, d_model, d_head): column blocks
+    Wo = np.swapaxes(split_heads(W_o.T, h), -1, -2)  # (h, d_head, d_model): row blocks
+    return np.stack([Wq @ np.swapaxes(Wk, -1, -2), Wv @ Wo])
 
 
-def _heads_cases() -> list[Case]:
+def _circuit_cases() -> list[Case]:
     rng = np.random.default_rng(902)
     cases = []
-    for T, d_model, h, d_head in ((4, 6, 2, 5), (5, 8, 4, 2), (3, 4, 3, 4), (6, 12, 3, 4), (2, 5, 1, 7)):
-        X = rng.normal(size=(T, d_model))
-        W_q, W_k, W_v = rng.normal(size=(3, d_model, h * d_head)) / math.sqrt(d_model)
-        W_o = rng.normal(size=(h * d_head, d_model)) / math.sqrt(h * d_head)
-        cases.append(Case(f"T={T}, d_model={d_model}, h={h}, d_head={d_head}", (X, W_q, W_k, W_v, W_o, h)))
+    for d_model, h, d_head in ((4, 2, 1), (6, 2, 5), (8, 4, 2), (4, 3, 4), (12, 3, 4), (5, 1, 7)):
+        W_q, W_k, W_v = rng.normal(size=(3, d_model, h * d_head))
+        W_o = rng.normal(size=(h * d_head, d_model))
+        cases.append(Case(f"d_model={d_model}, h={h}, d_head={d_head}", (W_q, W_k, W_v, W_o, h)))
     return cases
 
 
-def _attend(Q, K, V, scale):
-    s = Q @ np.swapaxes(K, -1, -2) * scale
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return (e / e.sum(axis=-1, keepdims=True)) @ V
+def _blocks(W_q, W_k, W_v, W_o, h, how="right"):
+    # The mistakes' own blocks: the package's split is forbidden to answers.
+    d_model, inner = W_q.shape
+    d_head = inner // h
+    if how == "plain":  # a reshape that cuts the rows, not the columns, into heads
+        cols = [W.reshape(h, d_model, d_head) for W in (W_q, W_k, W_v)]
+        return (*cols, W_o.reshape(h, d_head, -1))
+    if how == "interleaved":  # every h-th column to the same head
+        cols = [W.reshape(d_model, d_head, h).transpose(2, 0, 1) for W in (W_q, W_k, W_v)]
+        return (*cols, W_o.reshape(d_head, h, -1).transpose(1, 0, 2))
+    cols = [W.reshape(d_model, h, d_head).transpose(1, 0, 2) for W in (W_q, W_k, W_v)]
+    return (*cols, W_o.reshape(h, d_head, -1))
 
 
-def _split(M: np.ndarray, h: int) -> np.ndarray:
-    # The mistakes' own split and merge: the package's are forbidden to answers.
-    T, inner = M.shape
-    return M.reshape(T, h, inner // h).transpose(1, 0, 2)
+def _plain_reshape(W_q, W_k, W_v, W_o, h):
+    Wq, Wk, Wv, Wo = _blocks(W_q, W_k, W_v, W_o, h, "plain")
+    return np.stack([Wq @ Wk.transpose(0, 2, 1), Wv @ Wo])
 
 
-def _merge(M: np.ndarray) -> np.ndarray:
-    h, T, d_head = M.shape
-    return M.transpose(1, 0, 2).reshape(T, h * d_head)
+def _interleaved(W_q, W_k, W_v, W_o, h):
+    Wq, Wk, Wv, Wo = _blocks(W_q, W_k, W_v, W_o, h, "interleaved")
+    return np.stack([Wq @ Wk.transpose(0, 2, 1), Wv @ Wo])
 
 
-def _scaled_by_model_width(X, W_q, W_k, W_v, W_o, h) -> np.ndarray:
-    Q, K, V = (_split(X @ W, h) for W in (W_q, W_k, W_v))
-    return _merge(_attend(Q, K, V, 1 / math.sqrt(X.shape[1]))) @ W_o
+def _keys_first(W_q, W_k, W_v, W_o, h):
+    Wq, Wk, Wv, Wo = _blocks(W_q, W_k, W_v, W_o, h)
+    return np.stack([Wk @ Wq.transpose(0, 2, 1), Wv @ Wo])
 
 
-def _scaled_by_inner_width(X, W_q, W_k, W_v, W_o, h) -> np.ndarray:
-    Q, K, V = (_split(X @ W, h) for W in (W_q, W_k, W_v))
-    return _merge(_attend(Q, K, V, 1 / math.sqrt(W_q.shape[1]))) @ W_o
+def _scaled(W_q, W_k, W_v, W_o, h):
+    Wq, Wk, Wv, Wo = _blocks(W_q, W_k, W_v, W_o, h)
+    return np.stack([Wq @ Wk.transpose(0, 2, 1) / math.sqrt(Wq.shape[-1]), Wv @ Wo])
 
 
-def _plain_reshape(X, W_q, W_k, W_v, W_o, h) -> np.ndarray:
-    T, inner = X.shape[0], W_q.shape[1]
-    Q, K, V = ((X @ W).reshape(h, T, inner // h) for W in (W_q, W_k, W_v))
-    return _attend(Q, K, V, 1 / math.sqrt(inner // h)).reshape(T, inner) @ W_o
+def _all_heads_together(W_q, W_k, W_v, W_o, h):
+    both = np.stack([W_q @ W_k.T, W_v @ W_o])  # (2, d_model, d_model): the sums over the heads
+    return np.repeat(both[:, None], h, axis=1)
 
 
-def _merged_by_plain_reshape(X, W_q, W_k, W_v, W_o, h) -> np.ndarray:
-    Q, K, V = (_split(X @ W, h) for W in (W_q, W_k, W_v))
-    out = _attend(Q, K, V, 1 / math.sqrt(W_q.shape[1] // h))
-    return out.reshape(X.shape[0], -1) @ W_o
-
-
-check_heads_attention = Checker(
-    name="heads_attention",
-    doc="Check ``fn(X, W_q, W_k, W_v, W_o, h) -> (T, d_model)``: multi-head self-attention of ``X (T, d_model)`` "
-        "with ``h`` heads of width ``d_head = W_q.shape[1] / h`` (any width), no biases, output ``heads W_o``.",
-    reference=_heads,
-    cases=_heads_cases(),
+check_head_circuits = Checker(
+    name="head_circuits",
+    doc="Check ``fn(W_q, W_k, W_v, W_o, h) -> (2, h, d_model, d_model)``: for projections ``(d_model, h d_head)`` "
+        "and ``W_o`` ``(h d_head, d_model)``, head ``i``'s ``A_i = W_q^(i) W_k^(i)T`` (its column blocks) in "
+        "``[0, i]`` and ``B_i = W_v^(i) W_o^(i)`` (``W_o``'s row block) in ``[1, i]``.",
+    reference=_circuits,
+    cases=_circuit_cases(),
     mistakes=(
-        Mistake(_scaled_by_model_width, "each head's scores are dot products of d_head numbers: divide by "
-                                        "sqrt(d_head), not by the width of the tokens."),
-        Mistake(_scaled_by_inner_width, "each head's scores are dot products of d_head numbers: divide by "
-                                        "sqrt(d_head), not by the width of all heads together."),
-        Mistake(_plain_reshape, "a plain reshape to (h, T, d_head) mixes the tokens: give the heads their own "
-                                "axis next to the columns first, then move it."),
-        Mistake(_merged_by_plain_reshape, "merging must undo the split: move the head axis back next to the "
-                                          "columns before flattening, or the tokens get mixed."),
+        Mistake(_plain_reshape, "reshaping a (d_model, h d_head) matrix straight to (h, d_model, d_head) cuts its "
+                                "rows into heads; head i owns a block of d_head columns: split the column axis "
+                                "into (h, d_head), then move the head axis in front."),
+        Mistake(_interleaved, "head i owns the consecutive columns i d_head to (i + 1) d_head - 1 (and the same "
+                              "rows of W_o), not every h-th one: split the axis into (h, d_head), not (d_head, h)."),
+        Mistake(_keys_first, "A_i is W_q^(i) W_k^(i)T, so that the scores are X A_i X^T with the queries' tokens "
+                             "on the rows; W_k^(i) W_q^(i)T is its transpose."),
+        Mistake(_scaled, "A_i holds the weights only: the 1 / sqrt(d_head) of the scores is not part of it."),
+        Mistake(_all_heads_together, "W_q W_k^T and W_v W_o are the sums of the heads' circuits; each head has its "
+                                     "own, from its own blocks."),
     ),
     atol=1e-10,
     forbidden=(multi_head_attention, split_heads, merge_heads),

@@ -11,53 +11,80 @@ from attnbook.exercises._capstone import PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
 
-# --- encodings of any positions, any base --------------------------------------------------------------
+# --- encodings of timestamps, of any width --------------------------------------------------------------
 
 
-def _encode_positions(positions: np.ndarray, d_model: int, base: float) -> np.ndarray:
-    return sinusoidal_encoding(int(np.max(positions)) + 1, d_model, base)[np.asarray(positions)]
+def _encode_times(times: np.ndarray, d_model: int, base: float) -> np.ndarray:
+    """Each row is PE(0) moved by its time with the chapter's M_t (any real t), at the even width
+    ``d_model`` or ``d_model + 1``, cut to ``d_model`` columns."""
+    even = d_model + d_model % 2
+    pe0 = np.tile([0.0, 1.0], even // 2)  # PE(0): sin 0 = 0, cos 0 = 1 in every pair
+    return np.stack([pe0 @ relative_position_map(float(t), even, base) for t in np.asarray(times)])[:, :d_model]
 
 
 # The typical mistakes may not call the forbidden functions either: they are built from this table.
-def _table(positions, d_model, base):
-    angles = np.asarray(positions, dtype=float)[:, None] * base ** (-np.arange(0, d_model, 2) / d_model)
-    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(len(angles), d_model)
+def _table(times, d_model, base, width=None):
+    width = width or d_model + d_model % 2  # the exponent's denominator
+    angles = np.asarray(times, dtype=float)[:, None] * base ** (-np.arange(0, d_model, 2) / width)
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(len(angles), -1)[:, :d_model]
 
 
-def _shifted_by_one(positions, d_model, base):
-    return _table(np.asarray(positions) + 1, d_model, base)
+def _odd_width_in_exponent(times, d_model, base):
+    return _table(times, d_model, base, width=d_model)
 
 
-def _base_ignored(positions, d_model, base):
-    return _table(positions, d_model, 10000.0)
+def _rounded_times(times, d_model, base):
+    return _table(np.round(times), d_model, base)
 
 
-def _from_zero(positions, d_model, base):
-    return _table(np.arange(len(positions)), d_model, base)
+def _base_ignored(times, d_model, base):
+    return _table(times, d_model, 10000.0)
 
 
-def _column_exponent(positions, d_model, base):
-    angles = np.asarray(positions)[:, None] / base ** (np.arange(d_model)[None, :] / d_model)
-    return np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
+def _halves(times, d_model, base):
+    angles = np.asarray(times, dtype=float)[:, None] * base ** (-np.arange(0, d_model, 2) / (d_model + d_model % 2))
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)[:, :d_model]
 
 
-check_encode_positions = Checker(
-    name="encode_positions",
-    doc="Check ``fn(positions, d_model, base) -> (len(positions), d_model)``: row ``j`` is the sinusoidal "
-        "encoding of position ``positions[j]`` with frequencies ``base ** (-2i / d_model)``.",
-    reference=_encode_positions,
-    cases=[Case(f"positions {p}, d_model={d}, base={b:g}", (np.array(p), d, b))
-           for p, d, b in (([3, 4, 5, 6], 4, 10000.0), ([7, 0, 7, 2], 6, 10000.0), ([0, 1, 2], 8, 100.0),
-                           ([500, 20, 1999], 16, 500.0))],
+def _lone_cosine(times, d_model, base):
+    out = _table(times, d_model, base)
+    if d_model % 2:
+        last = (d_model - 1) / (d_model + 1)
+        out[:, -1] = np.cos(np.asarray(times, dtype=float) * base ** -last)
+    return out
+
+
+def _time_cases() -> list[Case]:
+    g = np.random.default_rng(1101)
+    fixed = [(np.array([0.0, 1.0, 2.0, 3.0]), 4, 10000.0), (np.array([0.5, -1.25, 3.0]), 5, 10000.0),
+             (np.array([-7.0, 0.0, 7.0, 7.0]), 3, 100.0), (np.array([2.5]), 1, 10000.0),
+             (np.array([1234.5, -0.001, 60.0]), 9, 500.0)]
+    cases = [Case(f"times {t.tolist()}, d_model={d}, base={b:g}", (t, d, b)) for t, d, b in fixed]
+    for d in (7, 16):
+        t = np.round(g.uniform(-2000.0, 2000.0, size=6), 3)
+        cases.append(Case(f"random times in (-2000, 2000), d_model={d}, base=10000", (t, d, 10000.0)))
+    return cases
+
+
+check_encode_times = Checker(
+    name="encode_times",
+    doc="Check ``fn(times, d_model, base) -> (len(times), d_model)``: row ``j`` is the sinusoidal encoding of "
+        "the real number ``times[j]``; for an even ``d_model`` frequencies ``base ** (-2i / d_model)``, for an "
+        "odd one the first ``d_model`` columns of the encoding of width ``d_model + 1``.",
+    reference=_encode_times,
+    cases=_time_cases(),
     mistakes=(
-        Mistake(_shifted_by_one, "positions count from 0 as given: position p's angles are p times the "
-                "frequencies, with no shift."),
-        Mistake(_base_ignored, "the base is an argument: the frequencies are base ** (-2i / d_model)."),
-        Mistake(_from_zero, "encode the positions given, not 0, 1, 2, ...: the first row is PE(positions[0])."),
-        Mistake(_column_exponent, "the exponent is 2i / d_model with i the pair index, the same for columns 2i "
-                "and 2i + 1."),
+        Mistake(_odd_width_in_exponent, "for an odd d_model the columns are those of the width d_model + 1, "
+                "exponents included: omega_i = base ** (-2i / (d_model + 1))."),
+        Mistake(_rounded_times, "the times are real numbers: use them as they are, without rounding to a "
+                "whole position."),
+        Mistake(_base_ignored, "the base is an argument: the frequencies are powers of base, not of 10000."),
+        Mistake(_halves, "sines and cosines alternate, column 2i the sine and 2i + 1 the cosine of pair i; "
+                "they are not two halves."),
+        Mistake(_lone_cosine, "for an odd d_model the last column is column 2i of a pair, a sine: it is the "
+                "cosine that is cut off."),
     ),
-    forbidden=(sinusoidal_encoding, relative_position_map),
+    forbidden=(sinusoidal_encoding, relative_position_map, sinusoidal_frequencies),
 )
 
 

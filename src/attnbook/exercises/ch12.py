@@ -6,67 +6,111 @@ import torch
 import torch.nn.functional as F
 
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.torch import masked_softmax, scaled_dot_product_attention
 
-# --- attention with PyTorch's mask convention: True where a key is NOT allowed ---------------------------
+# --- the one float mask nn.MultiheadAttention builds from its two masks -------------------------------------
 
-
-def _blocked(Q, K, V, blocked, variant=""):
-    # The typical mistakes run inside the reference, where the package's attention may be called.
-    if variant == "as_allowed":
-        return scaled_dot_product_attention(Q, K, V, mask=blocked)[0]
-    if variant == "unscaled":
-        return scaled_dot_product_attention(Q * K.shape[-1] ** 0.5, K, V, mask=~blocked)[0]
-    return scaled_dot_product_attention(Q, K, V, mask=~blocked)[0]
+_NEG_INF = float("-inf")
 
 
-def _blocked_as_allowed(Q, K, V, blocked):
-    return _blocked(Q, K, V, blocked, "as_allowed")
+def _as_added(mask: torch.Tensor, name: str) -> torch.Tensor:
+    # PyTorch's own conversion, the one nn.MultiheadAttention applies: a boolean True becomes -inf, a float stays.
+    return F._canonical_mask(mask=mask, mask_name=name, other_type=None, other_name="", target_type=torch.float64,
+                             check_other=False)
 
 
-def _blocked_unscaled(Q, K, V, blocked):
-    return _blocked(Q, K, V, blocked, "unscaled")
+def _float_mask(attn_mask: torch.Tensor, key_padding_mask: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """As ``F.multi_head_attention_forward`` merges them: the padding mask along the keys, added, per head."""
+    total = _as_added(attn_mask, "attn_mask") + _as_added(key_padding_mask, "key_padding_mask")[:, None, :]
+    return total[:, None].expand(-1, n_heads, -1, -1)  # (B, h, T_q, T_k)
 
 
-def _blocked_nan_rows(Q, K, V, blocked):
-    scores = (Q @ K.mT / K.shape[-1] ** 0.5).masked_fill(blocked, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ V
+def _to_float(mask, blocked_value=_NEG_INF, allowed_when_true=False):
+    # The mistakes' own conversion: F._canonical_mask is forbidden to answers.
+    if mask.dtype != torch.bool:
+        return mask
+    blocked = ~mask if allowed_when_true else mask
+    return torch.zeros(mask.shape, dtype=torch.float64).masked_fill(blocked, blocked_value)
 
 
-def _blocked_cases() -> list[Case]:
+def _true_as_allowed(attn_mask, key_padding_mask, n_heads):
+    total = _to_float(attn_mask, allowed_when_true=True) + _to_float(key_padding_mask, allowed_when_true=True)[:, None]
+    return total[:, None].expand(-1, n_heads, -1, -1)
+
+
+def _finite_fill(attn_mask, key_padding_mask, n_heads):
+    total = _to_float(attn_mask, -1e9) + _to_float(key_padding_mask, -1e9)[:, None]
+    return total[:, None].expand(-1, n_heads, -1, -1)
+
+
+def _floats_as_booleans(attn_mask, key_padding_mask, n_heads):
+    def blocked_or_not(mask):
+        return _to_float(mask if mask.dtype == torch.bool else mask != 0)
+
+    total = blocked_or_not(attn_mask) + blocked_or_not(key_padding_mask)[:, None]
+    return total[:, None].expand(-1, n_heads, -1, -1)
+
+
+def _padding_on_queries(attn_mask, key_padding_mask, n_heads):
+    total = _to_float(attn_mask) + _to_float(key_padding_mask)[:, :, None]
+    return total[:, None].expand(-1, n_heads, -1, -1)
+
+
+def _smaller_of_the_two(attn_mask, key_padding_mask, n_heads):
+    total = torch.minimum(_to_float(attn_mask), _to_float(key_padding_mask)[:, None])
+    return total[:, None].expand(-1, n_heads, -1, -1)
+
+
+def _no_head_axis(attn_mask, key_padding_mask, n_heads):
+    return (_to_float(attn_mask) + _to_float(key_padding_mask)[:, None])[:, None]
+
+
+def _float_mask_cases() -> list[Case]:
     g = torch.Generator().manual_seed(1203)
-
-    def r(*shape):
-        return torch.randn(*shape, generator=g, dtype=torch.float64)
-
-    future = torch.ones(4, 4, dtype=torch.bool).triu(1)
-    pad = torch.tensor([[False] * 6, [False] * 3 + [True] * 3])[:, None, :]  # (B, 1, T_k): padded keys
-    some = torch.rand(2, 3, 5, generator=g) > 0.6
-    some[1, 0] = True  # query 0 of sequence 1: every key blocked
+    f64 = torch.float64
+    inf = _NEG_INF
+    future = torch.ones(4, 4, dtype=torch.bool).triu(1)  # True = blocked
+    distance = -0.5 * (torch.arange(4)[:, None] - torch.arange(4)).abs().to(f64)  # a bias by distance
+    biased_causal = distance.masked_fill(future, inf)
+    pad = torch.tensor([[False] * 5, [False] * 2 + [True] * 3])
+    all_padded = torch.tensor([[False, False, False, True], [True] * 4])
+    one_row_blocked = torch.rand(3, 4, generator=g) > 0.6
+    one_row_blocked[1] = True
     return [
-        Case("Q, K, V (4, 2), causal: blocked = the upper triangle", (r(4, 2), r(4, 2), r(4, 2), future)),
-        Case("Q (2, 3, 8), K (2, 6, 8), V (2, 6, 5), padding mask (2, 1, 6)",
-             (r(2, 3, 8), r(2, 6, 8), r(2, 6, 5), pad)),
-        Case("Q (2, 3, 4), K and V (2, 5, 4), random mask, one query with every key blocked",
-             (r(2, 3, 4), r(2, 5, 4), r(2, 5, 4), some)),
+        Case("attn_mask float (4, 4): a bias by distance, -inf above the diagonal; key_padding_mask bool (2, 4), "
+             "sequence 1 all padding; 3 heads", (biased_causal, all_padded, 3)),
+        Case("attn_mask bool (4, 4), blocked above the diagonal; key_padding_mask float (2, 4) with -inf and a "
+             "bias; 1 head", (future, torch.tensor([[0.0, -0.3, 0.0, inf], [0.2, 0.0, inf, inf]], dtype=f64), 1)),
+        Case("attn_mask bool (3, 5), key_padding_mask bool (2, 5), 2 heads",
+             (torch.rand(3, 5, generator=g) > 0.7, pad, 2)),
+        Case("attn_mask float (3, 6) and key_padding_mask float (1, 6), both finite biases; 2 heads",
+             (torch.randn(3, 6, generator=g, dtype=f64), torch.randn(1, 6, generator=g, dtype=f64), 2)),
+        Case("attn_mask bool (3, 4) with query 1 blocked from every key; key_padding_mask bool (2, 4) all False; "
+             "2 heads", (one_row_blocked, torch.zeros(2, 4, dtype=torch.bool), 2)),
     ]
 
 
-check_attention_blocked = Checker(
-    name="attention_blocked",
-    doc="Check ``fn(Q, K, V, blocked) -> (..., T_q, d_v)``: scaled dot-product attention with ``blocked`` True "
-        "where a key is not allowed (PyTorch's convention); a query with every key blocked outputs zeros.",
-    reference=_blocked,
-    cases=_blocked_cases(),
+check_mha_float_mask = Checker(
+    name="mha_float_mask",
+    doc="Check ``fn(attn_mask, key_padding_mask, n_heads) -> (B, n_heads, T_q, T_k)``: the float mask "
+        "``nn.MultiheadAttention`` adds to the scores, from ``attn_mask`` ``(T_q, T_k)`` and ``key_padding_mask`` "
+        "``(B, T_k)``, each boolean (True = blocked, -inf) or float (added as it is).",
+    reference=_float_mask,
+    cases=_float_mask_cases(),
     mistakes=(
-        Mistake(_blocked_as_allowed, "here True means blocked: those scores are the ones to remove."),
-        Mistake(_blocked_unscaled, "divide the scores by sqrt(d_k) before the softmax."),
-        Mistake(_blocked_nan_rows, "a query whose keys are all blocked has nothing to normalise (0 / 0 in the "
-                "softmax): its weights, and so its output, must be zero."),
+        Mistake(_true_as_allowed, "nn.MultiheadAttention reads a boolean True as blocked (the opposite of "
+                "F.scaled_dot_product_attention): True must become -inf, False 0."),
+        Mistake(_finite_fill, "a blocked score is -inf, not a large negative number: with a finite fill a query "
+                "whose keys are all blocked spreads its weight over them instead of getting nothing."),
+        Mistake(_floats_as_booleans, "a float mask is added to the scores as it is: its finite values are biases "
+                "to keep, not flags to turn into 0 or -inf."),
+        Mistake(_padding_on_queries, "key_padding_mask marks keys: broadcast it along the queries, as (B, 1, T_k), "
+                "so that it blocks columns of the scores, not rows."),
+        Mistake(_smaller_of_the_two, "the layer adds the two masks; the smaller of the two loses one bias "
+                "wherever both are finite."),
+        Mistake(_no_head_axis, "give the heads an axis of their own, of length n_heads: (B, n_heads, T_q, T_k)."),
     ),
-    atol=1e-10,
-    forbidden=(scaled_dot_product_attention, masked_softmax, "attnbook.numpy.scaled_dot_product_attention",
-               "torch.nn.functional.scaled_dot_product_attention", "torch.nn.functional.multi_head_attention_forward"),
+    atol=1e-12,
+    forbidden=("torch.nn.functional._canonical_mask", "torch.nn.MultiheadAttention.merge_masks"),
 )
 
 

@@ -8,58 +8,95 @@ import torch.nn.functional as F
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.torch import EncoderBlock, LayerNorm, layer_norm
 
-# --- layer norm over the features of a channels-first array -------------------------------------------------
+# --- layer norm per group of features, in a channels-first array ----------------------------------------------
 
 
-def _ln_columns(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float) -> torch.Tensor:
-    return layer_norm(x.transpose(-1, -2), gamma, beta, eps).transpose(-1, -2)
+def _group_ln_columns(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, groups: int,
+                      eps: float) -> torch.Tensor:
+    """The package's layer norm, without its scale and shift, on each group of each column; then ``gamma``,
+    ``beta`` per feature."""
+    B, d, T = x.shape
+    per_group = x.transpose(-1, -2).reshape(B, T, groups, d // groups)
+    ones = torch.ones(d // groups, dtype=x.dtype)
+    normed = layer_norm(per_group, ones, torch.zeros_like(ones), eps).reshape(B, T, d)
+    return (normed * gamma + beta).transpose(-1, -2)
 
 
 def _ln_cases() -> list[Case]:
     g = torch.Generator().manual_seed(1301)
     f64 = torch.float64
-    cases = [Case("x=[[[1], [2], [3], [4]]] (one position, d=4), gamma=1, beta=0",
+    cases = [Case("x=[[[1], [2], [3], [4]]] (one position, d=4), groups=2, gamma=1, beta=0",
                   (torch.tensor([[[1.0], [2.0], [3.0], [4.0]]], dtype=f64), torch.ones(4, dtype=f64),
-                   torch.zeros(4, dtype=f64), 1e-5))]
-    for B, d, T in ((2, 6, 3), (3, 4, 4), (2, 8, 5)):
+                   torch.zeros(4, dtype=f64), 2, 1e-5))]
+    for B, d, T, G in ((2, 6, 3, 1), (3, 4, 4, 2), (2, 8, 5, 4), (1, 6, 6, 3), (2, 4, 3, 4)):
         x = torch.randn(B, d, T, generator=g, dtype=f64) * 3 + 1
-        cases.append(Case(f"random x (B={B}, d={d}, T={T}), random gamma and beta",
-                          (x, torch.randn(d, generator=g, dtype=f64), torch.randn(d, generator=g, dtype=f64), 1e-5)))
+        if G == 3:
+            x[0, :2, 1] = 5.0  # a group whose features are all equal: only eps keeps it defined
+        cases.append(Case(f"random x (B={B}, d={d}, T={T}), groups={G}, random gamma and beta"
+                          + (", one constant group" if G == 3 else ""),
+                          (x, torch.randn(d, generator=g, dtype=f64), torch.randn(d, generator=g, dtype=f64), G,
+                           1e-5)))
     return cases
 
 
-def _over_positions(x, gamma, beta, eps):
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * gamma[:, None] + beta[:, None]
+def _normalise(x, groups, eps, dim_mean=-2, unbiased=False, interleaved=False):
+    # The mistakes' own normalisation, over groups of the features of each column.
+    B, d, T = x.shape
+    z = x.reshape(B, d // groups, groups, T) if interleaved else x.reshape(B, groups, d // groups, T)
+    axis = 1 if interleaved else 2
+    mean = z.mean(axis, keepdim=True)
+    var = z.var(axis, keepdim=True, unbiased=unbiased)
+    return ((z - mean) / torch.sqrt(var + eps)).reshape(B, d, T)
 
 
-def _unbiased(x, gamma, beta, eps):
-    mean = x.mean(-2, keepdim=True)
-    var = x.var(-2, keepdim=True, unbiased=True)
-    return (x - mean) / torch.sqrt(var + eps) * gamma[:, None] + beta[:, None]
+def _whole_column(x, gamma, beta, groups, eps):
+    return _normalise(x, 1, eps) * gamma[:, None] + beta[:, None]
 
 
-def _gamma_along_positions(x, gamma, beta, eps):
-    mean = x.mean(-2, keepdim=True)
-    var = ((x - mean) ** 2).mean(-2, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * gamma + beta  # broadcasts along T: right only when T == d
+def _interleaved_groups(x, gamma, beta, groups, eps):
+    return _normalise(x, groups, eps, interleaved=True) * gamma[:, None] + beta[:, None]
 
 
-check_layer_norm_columns = Checker(
-    name="layer_norm_columns",
-    doc="Check ``fn(x, gamma, beta, eps) -> x.shape``: layer normalisation of ``x`` ``(B, d, T)``, whose "
-        "features are on axis -2 (one column per position); ``gamma``, ``beta`` ``(d,)``.",
-    reference=_ln_columns,
+def _unbiased(x, gamma, beta, groups, eps):
+    return _normalise(x, groups, eps, unbiased=True) * gamma[:, None] + beta[:, None]
+
+
+def _pooled_positions(x, gamma, beta, groups, eps):
+    # PyTorch's GroupNorm: each group's statistics over its features and every position together
+    B, d, T = x.shape
+    z = x.reshape(B, groups, -1)
+    mean, var = z.mean(-1, keepdim=True), z.var(-1, keepdim=True, unbiased=False)
+    return ((z - mean) / torch.sqrt(var + eps)).reshape(B, d, T) * gamma[:, None] + beta[:, None]
+
+
+def _gamma_along_positions(x, gamma, beta, groups, eps):
+    return _normalise(x, groups, eps) * gamma + beta  # broadcasts along T: runs only when T == d
+
+
+check_group_norm_columns = Checker(
+    name="group_norm_columns",
+    doc="Check ``fn(x, gamma, beta, groups, eps) -> x.shape``: for ``x`` ``(B, d, T)`` with one column of ``d`` "
+        "features per position, each column's ``groups`` consecutive blocks of ``d / groups`` features "
+        "normalised on their own (mean 0, biased variance 1, ``eps`` added to it), then ``gamma``, ``beta`` "
+        "``(d,)`` per feature.",
+    reference=_group_ln_columns,
     cases=_ln_cases(),
     mistakes=(
-        Mistake(_over_positions, "the features are on axis -2 here: normalise each column (one position's "
-                "d features), not each row."),
-        Mistake(_unbiased, "layer norm divides by d, not d - 1: use the biased variance."),
+        Mistake(_whole_column, "each group of d / groups features has its own mean and variance; the whole "
+                "column's statistics are right only for groups=1."),
+        Mistake(_interleaved_groups, "a group is a block of consecutive features, 0 .. d/groups - 1 first; "
+                "reshape the feature axis to (groups, d/groups), not (d/groups, groups)."),
+        Mistake(_unbiased, "layer norm divides by the number of features averaged, not one fewer: use the "
+                "biased variance."),
+        Mistake(_pooled_positions, "that is PyTorch's GroupNorm, whose statistics pool every position of the "
+                "sequence; here each position is normalised on its own."),
         Mistake(_gamma_along_positions, "gamma and beta have one entry per feature, and the features run down "
                 "axis -2: give them a trailing axis of length 1 so that they broadcast along the positions."),
     ),
-    forbidden=(layer_norm, LayerNorm.forward, F.layer_norm, torch.layer_norm, torch.nn.LayerNorm.forward),
+    forbidden=(layer_norm, LayerNorm.forward, F.layer_norm, torch.layer_norm, torch.native_layer_norm,
+               torch.nn.LayerNorm.forward, F.group_norm, torch.group_norm, torch.native_group_norm,
+               torch.nn.GroupNorm.forward, F.instance_norm, torch.instance_norm, F.batch_norm, torch.batch_norm,
+               torch.native_batch_norm, F.rms_norm, "torch.rms_norm"),
 )
 
 
