@@ -1,12 +1,17 @@
 """Chapter 16's checkers: answers computed another way pass, the package's own function is refused, and
 plausible wrong answers beyond the listed mistakes fail."""
 
+import copy
+import heapq
 import math
 
+import pytest
 import torch
 
-from attnbook.exercises import check_smoothed_masked_loss, check_warmup_cosine
-from attnbook.tasks import PAD
+from attnbook.exercises import check_beam_search, check_smoothed_masked_loss, check_warmup_cosine
+from attnbook.exercises.ch16 import _beam_search
+from attnbook.tasks import BOS, EOS, PAD
+from attnbook.torch import greedy_decode
 from attnbook.training import lr_at, sequence_loss
 
 
@@ -70,3 +75,100 @@ def test_warmup_cosine_refuses_a_linear_decay():
         return peak * (step + 1) / warmup if step < warmup else peak * (total - 1 - step) / (total - 1 - warmup)
 
     assert not check_warmup_cosine(linear)
+
+
+# --- beam search --------------------------------------------------------------------------------------
+
+def _best_first(h):
+    return -h[0], h[1]
+
+
+def _heap_search(model, src, beam_width, max_len, key=_best_first):
+    # finished and live hypotheses in one pool, one prefix decoded at a time, the best few picked by a heap
+    memory, src_mask = model.encode(src)
+    pool = [(0.0, (), ())]
+    for _ in range(max_len):
+        if all(tokens and tokens[-1] == EOS for _, tokens, _ in pool):
+            break
+        candidates = []
+        for score, tokens, steps in pool:
+            if tokens and tokens[-1] == EOS:
+                candidates.append((score, tokens, steps))
+                continue
+            with torch.no_grad():
+                logits = model.decode(torch.tensor([[BOS, *tokens]]), memory, src_mask)[0, -1]
+            for tok, lp in enumerate(torch.log_softmax(logits, -1).tolist()):
+                candidates.append((score + lp, (*tokens, tok), (*steps, lp)))
+        pool = heapq.nsmallest(beam_width, candidates, key=key)
+    best = pool[0]
+    return torch.tensor(best[1]), torch.tensor(best[2])
+
+
+def beam_by_heap(model, src, beam_width, max_len):
+    return _heap_search(model, src, beam_width, max_len)
+
+
+def test_beam_search_accepts_a_search_written_another_way():
+    assert check_beam_search(_beam_search)
+    assert check_beam_search(beam_by_heap)
+
+
+def test_beam_search_accepts_log_probabilities_in_float32():
+    # a learner's model runs in float32: the cases have no near ties that its rounding could flip
+    def in_float32(model, src, beam_width, max_len):
+        tokens, steps = beam_by_heap(model, src, beam_width, max_len)
+        return tokens.tolist(), steps.float().tolist()
+
+    assert check_beam_search(in_float32)
+
+
+def test_beam_search_of_width_one_is_greedy_decoding_and_a_wider_beam_finds_likelier_sequences():
+    for case in check_beam_search.cases:
+        model, src, _, max_len = copy.deepcopy(case.args)
+        greedy = greedy_decode(model, src, BOS, EOS, max_len + 1)[0, 1:].tolist()
+        greedy = greedy[:greedy.index(EOS) + 1] if EOS in greedy else greedy
+        assert _beam_search(model, src, 1, max_len)[0] == greedy, case.label
+    assert any(c.args[2] == 1 for c in check_beam_search.cases)
+    better = [sum(_beam_search(*copy.deepcopy(c.args))[1])
+              > sum(_beam_search(*copy.deepcopy(c.args[:2]), 1, c.args[3])[1]) + 1e-3
+              for c in check_beam_search.cases if c.args[2] > 1]
+    assert sum(better) >= 3
+
+
+@pytest.mark.parametrize("mistake", check_beam_search.mistakes, ids=lambda m: m.fn.__name__)
+def test_beam_search_names_each_mistake(mistake):
+    verdict = check_beam_search(mistake.fn)
+    assert not verdict and mistake.hint in verdict.message
+
+
+def test_beam_search_refuses_greedy_decoding():
+    def delegating(model, src, beam_width, max_len):
+        if beam_width == 1:  # width 1 is greedy decoding, so hand it to the package
+            out = greedy_decode(model, src, BOS, EOS, max_len + 1)[0, 1:].tolist()
+            return out, [0.0] * len(out)
+        return beam_by_heap(model, src, beam_width, max_len)
+
+    verdict = check_beam_search(delegating)
+    assert not verdict and "greedy_decode" in verdict.message
+
+
+def test_beam_search_refuses_length_normalisation_and_ties_to_the_larger_sequence():
+    def length_normalised(model, src, beam_width, max_len):  # the mean log-probability per token
+        return _heap_search(model, src, beam_width, max_len, key=lambda h: (-h[0] / max(len(h[1]), 1), h[1]))
+
+    def ties_to_the_larger(model, src, beam_width, max_len):
+        return _heap_search(model, src, beam_width, max_len, key=lambda h: (-h[0], [-t for t in h[1]]))
+
+    verdict = check_beam_search(length_normalised)
+    assert not verdict and "but the best hypothesis is" in verdict.message
+    verdict = check_beam_search(ties_to_the_larger)
+    assert not verdict and "4 and 5 tie" in verdict.message and "[5, 2]" in verdict.message
+
+
+def test_beam_search_asks_for_each_tokens_log_probability_rather_than_the_total():
+    def total_only(model, src, beam_width, max_len):
+        tokens, steps = beam_by_heap(model, src, beam_width, max_len)
+        return tokens.tolist(), float(steps.sum())
+
+    verdict = check_beam_search(total_only)
+    assert not verdict and "the log-probability of each token" in verdict.message
