@@ -191,7 +191,8 @@ def bench_bpe(steps: int, vocab_sizes: list[int], char_contexts: list[int]) -> N
     from attnbook.training.lm import bits_per_character, split_text_ids
 
     print(f"BPE benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{platform.processor() or platform.machine()}", flush=True)
+          f"{platform.processor() or platform.machine()}; recipe cpu-small, {steps} steps, one run per row, "
+          f"seed {preset('cpu-small').seed}", flush=True)
     text = load_tinyshakespeare()
     train_text = text[:int(0.9 * len(text))]  # the tokenizer learns from the training text only
     runs = [("characters", CharTokenizer.from_text(text), c) for c in char_contexts]
