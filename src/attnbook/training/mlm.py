@@ -324,7 +324,8 @@ def train_mlm(config: MLMRunConfig, text: str | None = None) -> MLMRun:
 
     The windows are drawn exactly as ``train_gpt`` draws them from the same seed, so with
     ``config.gpt_config()`` both models see the same text at every step; the masks come from a second
-    generator. The corrupted inputs pass through the model and the loss is taken on the chosen positions.
+    generator, new ones for every batch (RoBERTa's dynamic masking; BERT masked its data once, up front).
+    The corrupted inputs pass through the model and the loss is taken on the chosen positions.
     """
     device = pick_device(config.device)
     text = load_tinyshakespeare() if text is None else text
