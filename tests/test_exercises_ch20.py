@@ -6,13 +6,14 @@ import math
 import numpy as np
 import torch
 
+import attnbook.numpy as an
 from attnbook.exercises import (
     check_blockwise_attention,
     check_longest_context,
     check_merge_partials,
     check_tiled_backward,
 )
-from attnbook.exercises.ch20 import BlockStream, Partials
+from attnbook.exercises.ch20 import BlockStream
 
 
 def test_a_stream_reads_once_and_refuses_kept_blocks():
@@ -44,33 +45,65 @@ def test_two_passes_are_refused():
     assert not verdict and ("only once" in verdict.message or "keep running statistics" in verdict.message)
 
 
+def _context_by_search(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled):
+    # another way to the same integer: a binary search on the bytes kept for T positions
+    def kept(T):
+        per_head_position = 2 * d_head * (n_heads + n_kv_heads) + (n_heads if tiled else n_heads * T)
+        return batch * n_layers * bytes_per_value * T * per_head_position
+
+    lo, hi = 0, 1
+    while kept(hi) <= memory_bytes:
+        hi *= 2
+    while hi - lo > 1:  # kept(lo) fits, kept(hi) does not
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if kept(mid) <= memory_bytes else (lo, mid)
+    return lo
+
+
 def test_longest_context_by_a_search_passes_and_a_strict_bound_fails():
-    def by_search(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-        per_token = 2 * n_layers * n_kv_heads * d_head * bytes_per_value * batch
-        lo, hi = 0, max(0, memory_bytes) // per_token + 1  # the answer lies in [lo, hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if weights_bytes + mid * per_token <= memory_bytes else (lo, mid)
-        return lo
+    assert check_longest_context(_context_by_search)
 
-    def strict(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-        per_token = 2 * n_layers * n_kv_heads * d_head * bytes_per_value * batch
-        return max(0, (memory_bytes - weights_bytes - 1) // per_token)  # memory that is exactly full refused
+    def strict(*args):  # memory that is exactly full refused
+        return _context_by_search(args[0] - 1, *args[1:])
 
-    assert check_longest_context(by_search)
     verdict = check_longest_context(strict)
-    assert not verdict and "exactly 1,000 tokens" in verdict.message
+    assert not verdict and "exactly 1,000 positions" in verdict.message
 
 
-def test_longest_context_names_the_forgotten_batch_and_weights():
-    def one_sequence(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-        return max(0, (memory_bytes - weights_bytes) // (2 * n_layers * n_kv_heads * d_head * bytes_per_value))
+def test_longest_context_names_the_forgotten_lse_kv_heads_and_linear_terms():
+    def no_lse(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled):
+        if not tiled:
+            return _context_by_search(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value,
+                                      tiled)
+        return memory_bytes // (batch * n_layers * bytes_per_value * 2 * d_head * (n_heads + n_kv_heads))
 
-    def no_weights(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-        return memory_bytes // (2 * n_layers * n_kv_heads * d_head * bytes_per_value * batch)
+    def all_heads(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled):
+        return _context_by_search(memory_bytes, batch, n_layers, n_heads, n_heads, d_head, bytes_per_value, tiled)
 
-    assert "once per sequence" in check_longest_context(one_sequence).message
-    assert "weights take their share" in check_longest_context(no_weights).message
+    def only_P(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled):
+        if tiled:
+            return _context_by_search(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value,
+                                      tiled)
+        return math.isqrt(memory_bytes // (batch * n_layers * bytes_per_value * n_heads))
+
+    assert "one number per query and head" in check_longest_context(no_lse).message
+    assert "n_kv_heads heads" in check_longest_context(all_heads).message
+    assert "solve the quadratic" in check_longest_context(only_P).message
+
+
+def test_longest_context_with_float_roots_passes_and_without_the_batch_fails():
+    def with_float_root(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled):
+        c = memory_bytes // (batch * n_layers * bytes_per_value)
+        b = 2 * d_head * (n_heads + n_kv_heads)
+        if tiled:
+            return c // (b + n_heads)
+        return int((-b + math.sqrt(b * b + 4 * n_heads * c)) / (2 * n_heads))
+
+    def no_batch(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled):
+        return _context_by_search(memory_bytes, 1, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled)
+
+    assert check_longest_context(with_float_root)
+    assert "shared by batch sequences" in check_longest_context(no_batch).message
 
 
 def _merge_pairwise(parts):
@@ -113,12 +146,26 @@ def test_a_merge_that_divides_each_part_first_fails_on_a_part_with_no_keys():
     assert not verdict and "m = -inf" in verdict.message
 
 
-def test_partials_keep_their_source_through_a_copy():
-    import copy
+def test_the_partials_do_not_lead_back_to_their_source():
+    # the parts a merge receives are a plain list of triples of arrays: nothing to recompute attention from
+    seen = []
 
-    parts = Partials([(np.zeros(1), np.ones(1), np.zeros((1, 2)))])
-    parts.source = ("Q", "K", "V", "mask")
-    assert copy.deepcopy(parts).source == parts.source
+    def peek(parts):
+        seen.append(parts)
+        return np.zeros((len(parts[0][0]), parts[0][2].shape[1]))
+
+    assert not check_merge_partials(peek)
+    parts = seen[0]
+    assert type(parts) is list and all(type(t) is tuple and len(t) == 3 for t in parts)
+    assert not hasattr(parts, "source") and not any(hasattr(p, "source") for p in parts)
+    assert all(isinstance(a, np.ndarray) and a.ndim in (1, 2) for t in parts for a in t)
+
+    def from_source(parts):  # an answer that looks for the queries, keys and values fails
+        Q, K, V, mask = parts.source
+        return an.scaled_dot_product_attention(Q, K, V, mask=mask)[0]
+
+    verdict = check_merge_partials(from_source)
+    assert not verdict and "AttributeError" in verdict.message
 
 
 def test_a_torch_answer_over_the_blocks_passes():
@@ -147,6 +194,37 @@ def test_collecting_the_keys_is_refused():
 
     verdict = check_blockwise_attention(collect)
     assert not verdict and "keep running statistics" in verdict.message
+
+
+def test_collecting_copies_of_the_blocks_is_refused():
+    def collect_copies(q, blocks):  # copies outlive the blocks handed out: the weak references die, memory grows
+        Ks, Vs = [], []
+        for K_b, V_b in blocks:
+            Ks.append(K_b.copy())
+            Vs.append(np.array(V_b, copy=True))
+        K, V = np.concatenate(Ks), np.concatenate(Vs)
+        s = K @ q / math.sqrt(len(q))
+        w = np.exp(s - s.max())
+        return w @ V / w.sum()
+
+    def collect_lists(q, blocks):  # the same, as Python lists of numbers
+        rows = []
+        for K_b, V_b in blocks:
+            rows.extend(zip(K_b.tolist(), V_b.tolist(), strict=True))
+        K, V = np.array([k for k, _ in rows]), np.array([v for _, v in rows])
+        s = K @ q / math.sqrt(len(q))
+        w = np.exp(s - s.max())
+        return w @ V / w.sum()
+
+    for answer in (collect_copies, collect_lists):
+        verdict = check_blockwise_attention(answer)
+        assert not verdict and "copies?" in verdict.message and "4,096 keys" in verdict.message
+    stream = BlockStream((np.zeros((4096, 8)),), 64)
+    try:
+        kept = [b.copy() for b in stream]
+        raise AssertionError(f"{len(kept)} copied blocks were allowed")
+    except RuntimeError as error:
+        assert "keep running statistics" in str(error)
 
 
 def _tiled(Q, K, V, O, dO, lse, block, *, local_softmax=False):  # noqa: E741
@@ -182,3 +260,15 @@ def test_delegating_the_tiled_backward_is_refused_by_name():
 
     verdict = check_tiled_backward(delegating)
     assert not verdict and "flash_attention_backward" in verdict.message
+
+
+def test_the_pytorch_twin_of_the_tiled_backward_is_refused_by_name():
+    import attnbook.torch as at
+
+    def through_torch(Q, K, V, O, dO, lse, block):  # noqa: E741
+        grads = at.flash_attention_backward(*(torch.from_numpy(a) for a in (Q, K, V, O, dO, lse)),
+                                            block_q=block, block_k=block)
+        return tuple(g.numpy() for g in grads)
+
+    verdict = check_tiled_backward(through_torch)
+    assert not verdict and "flash_attention_backward" in verdict.message, verdict.message

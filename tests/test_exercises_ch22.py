@@ -13,15 +13,20 @@ from attnbook.exercises import (
 )
 
 
-def fp16_in_numpy(x, gamma, eps):
-    xf = x.numpy().astype(np.float32)
-    out = xf / np.sqrt((xf**2).mean(axis=-1, keepdims=True) + eps) * gamma.numpy().astype(np.float32)
-    return out  # a NumPy array is an accepted answer
+def fp16_by_vector_norm(x, gamma, eps):
+    # another float16 answer: the norm of x / m, with m its largest entry, and eps scaled by 1 / m^2
+    m = x.abs().amax(dim=-1, keepdim=True)
+    m = torch.where(m > 0, m, torch.ones_like(m))
+    y = x / m
+    rms = torch.linalg.vector_norm(y, dim=-1, keepdim=True) / x.shape[-1] ** 0.5
+    return gamma * y / torch.sqrt(rms * rms + eps / m / m)
 
 
-def fp16_by_division(x, gamma, eps):
-    xf, gf = x.to(torch.float32), gamma.to(torch.float32)
-    return gf * xf / (xf.pow(2).sum(dim=-1, keepdim=True) / x.shape[-1] + eps).sqrt()
+def fp16_by_max(x, gamma, eps):
+    m = x.abs().amax(dim=-1, keepdim=True)
+    m = torch.where(m > 0, m, torch.ones_like(m))
+    y = x / m
+    return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + (eps / m) / m) * gamma
 
 
 def backward_from_x(x_hat, inv_rms, gamma, dy):
@@ -39,18 +44,54 @@ def backward_by_jacobian(x_hat, inv_rms, gamma, dy):
 
 
 def test_answers_computed_another_way_pass():
-    assert check_rms_norm_fp16(fp16_in_numpy)
-    assert check_rms_norm_fp16(fp16_by_division)
+    assert check_rms_norm_fp16(fp16_by_vector_norm)
+    assert check_rms_norm_fp16(fp16_by_max)
     assert check_rms_norm_backward(backward_from_x)
     assert check_rms_norm_backward(backward_by_jacobian)
 
 
 def test_a_ready_made_rms_norm_is_refused_by_name():
-    for answer, named in ((lambda x, g, e: at.rms_norm(x.float(), g.float(), e), "attnbook.torch"),
-                          (lambda x, g, e: torch.nn.functional.rms_norm(x.float(), x.shape[-1:], g.float(), e),
+    for answer, named in ((lambda x, g, e: at.rms_norm(x, g, e), "attnbook.torch"),
+                          (lambda x, g, e: torch.nn.functional.rms_norm(x, x.shape[-1:], g, e),
                            "torch.nn.functional.rms_norm")):
         verdict = check_rms_norm_fp16(answer)
         assert not verdict and named in verdict.message, verdict.message
+
+
+def test_leaving_float16_is_refused():
+    def in_float32(x, gamma, eps):  # the easy way out: widen, normalise, narrow
+        xf = x.float()
+        return (xf * torch.rsqrt((xf * xf).mean(dim=-1, keepdim=True) + eps) * gamma.float()).half()
+
+    def mean_in_float32(x, gamma, eps):
+        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True, dtype=torch.float32) + eps).half() * gamma
+
+    def in_numpy(x, gamma, eps):
+        a = x.numpy().astype(np.float64)
+        return torch.from_numpy(a / np.sqrt((a * a).mean(axis=-1, keepdims=True) + eps)).half()
+
+    def by_items(x, gamma, eps):
+        rows = [[v.item() for v in row] for row in x.reshape(-1, x.shape[-1])]
+        return x * 0 + sum(v * v for v in rows[0])
+
+
+    for answer in (in_float32, mean_in_float32, in_numpy, by_items):
+        verdict = check_rms_norm_fp16(answer)
+        assert not verdict and verdict.attempted and "float16 only" in verdict.message, verdict.message
+
+
+def test_the_float16_mistakes_are_named():
+    def over_root_d(x, gamma, eps):  # dividing by sqrt(d) first, then the squares: overflows near 65504
+        y = x / x.shape[-1] ** 0.5
+        return gamma * x / (y * y).sum(dim=-1, keepdim=True).add(eps).sqrt()
+
+    def eps_unscaled(x, gamma, eps):
+        m = x.abs().amax(dim=-1, keepdim=True)
+        y = x / torch.where(m > 0, m, torch.ones_like(m))
+        return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + eps) * gamma
+
+    assert "256 sqrt(d)" in check_rms_norm_fp16(over_root_d).message
+    assert "eps / m^2" in check_rms_norm_fp16(eps_unscaled).message
 
 
 def test_autograd_is_refused_by_name():
@@ -68,14 +109,24 @@ def test_autograd_is_refused_by_name():
     assert "torch.autograd.grad" in check_rms_norm_backward(by_grad).message
 
 
-def test_a_float32_accumulation_of_the_float16_squares_is_refused():
-    # squaring in float16 and only then widening: the overflow has already happened
-    def squares_in_half(x, gamma, eps):
-        ms = (x * x).float().mean(dim=-1, keepdim=True)
-        return x.float() * torch.rsqrt(ms + eps) * gamma.float()
+def test_a_clamped_input_is_refused():
+    # clamping the entries so that their squares fit: finite, but the wrong vector is normalised
+    def clamped(x, gamma, eps):
+        y = x.clamp(-255, 255)
+        return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + eps) * gamma
 
-    verdict = check_rms_norm_fp16(squares_in_half)
-    assert not verdict and "scale 300" in verdict.message, verdict.message
+    verdict = check_rms_norm_fp16(clamped)
+    assert not verdict and verdict.attempted and "wrong value" in verdict.message, verdict.message
+
+
+def test_a_row_of_zeros_must_not_give_nan():
+    def no_guard(x, gamma, eps):  # 0 / 0 for a row of zeros
+        m = x.abs().amax(dim=-1, keepdim=True)
+        y = x / m
+        return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + eps / m / m) * gamma
+
+    verdict = check_rms_norm_fp16(no_guard)
+    assert not verdict and "zeros" in verdict.message, verdict.message
 
 
 def test_layer_norms_backward_is_refused():
@@ -146,10 +197,6 @@ def test_gqa_grouped_the_wrong_way_is_named():
 # --- the capstone ------------------------------------------------------------------------------------------
 
 
-def rms_norm_np(x, gamma, eps):
-    return x * (np.mean(x**2, axis=-1, keepdims=True) + eps) ** -0.5 * gamma
-
-
 def rotate_to(x, positions, base, rotated_at=None):
     d = x.shape[-1]
     shift = np.asarray(positions, dtype=float) - (0.0 if rotated_at is None else np.asarray(rotated_at))
@@ -157,12 +204,7 @@ def rotate_to(x, positions, base, rotated_at=None):
     return np.concatenate([z.real, z.imag], axis=-1)
 
 
-def swiglu_np(x, W1, W3, W2):
-    a = x @ W1
-    return (a * 0.5 * (1 + np.tanh(a / 2)) * (x @ W3)) @ W2  # sigmoid(a) = (1 + tanh(a / 2)) / 2
-
-
-def make_block(norm=rms_norm_np, rotate=rotate_to, attend=gqa_by_loops, ffn=swiglu_np, residual=True):
+def make_block(norm=an.rms_norm, rotate=rotate_to, attend=gqa_by_loops, ffn=an.swiglu, residual=True):
     def block(x, params, trace=None):
         trace = {} if trace is None else trace
         T, d = x.shape
@@ -188,11 +230,9 @@ def make_block(norm=rms_norm_np, rotate=rotate_to, attend=gqa_by_loops, ffn=swig
 
 
 def parts(**changed):
-    found = {"rms_norm_np": rms_norm_np, "rotate_to": rotate_to, "gqa_by_groups": gqa_by_loops,
-             "swiglu_np": swiglu_np}
+    found = {"rotate_to": rotate_to, "gqa_by_groups": gqa_by_loops}
     found.update(changed)
-    return {**found, "llama_block_by_hand": make_block(found["rms_norm_np"], found["rotate_to"],
-                                                       found["gqa_by_groups"], found["swiglu_np"])}
+    return {**found, "llama_block_by_hand": make_block(rotate=found["rotate_to"], attend=found["gqa_by_groups"])}
 
 
 def clockwise(x, positions, base, rotated_at=None):
@@ -200,7 +240,13 @@ def clockwise(x, positions, base, rotated_at=None):
 
 
 def without_eps(x, gamma, eps):
-    return rms_norm_np(x, gamma, 0.0)
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True)) * gamma
+
+
+def gqa_by_modulo(q, k, v):
+    h, h_kv = q.shape[-3], k.shape[-3]
+    order = np.argsort(np.arange(h) % h_kv, kind="stable")
+    return gqa_by_loops(q[..., order, :, :], k, v)[..., np.argsort(order), :, :]
 
 
 def test_capstone_passes_alone_and_with_its_parts():
@@ -209,7 +255,8 @@ def test_capstone_passes_alone_and_with_its_parts():
 
 
 def test_capstone_names_the_part_that_disagrees():
-    for changed, part in ((dict(rotate_to=clockwise), "rotate_to"), (dict(rms_norm_np=without_eps), "rms_norm_np")):
+    for changed, part in ((dict(rotate_to=clockwise), "rotate_to"),
+                          (dict(gqa_by_groups=gqa_by_modulo), "gqa_by_groups")):
         verdict = check_llama_block_by_hand(parts(**changed))
         assert not verdict and f"the part `{part}` disagrees" in verdict.message, verdict.message
     # the whole alone: the mistake's hint and the traced part name it
@@ -249,8 +296,18 @@ def test_capstone_delegating_is_refused_by_name():
     for answer in (package_block, package_forward):
         verdict = check_llama_block_by_hand(answer)
         assert not verdict and "DecoderBlock.forward" in verdict.message, verdict.message
-    verdict = check_llama_block_by_hand(make_block(norm=lambda x, g, e: an.rms_norm(x, g, e)))
+    torch_norm = make_block(norm=lambda x, g, e: at.rms_norm(torch.as_tensor(x), torch.as_tensor(g), e).numpy())
+    verdict = check_llama_block_by_hand(torch_norm)
     assert not verdict and "rms_norm" in verdict.message, verdict.message
+    verdict = check_llama_block_by_hand(make_block(rotate=lambda x, p, base, r=None: an.apply_rotary(x, p, base)))
+    assert not verdict and "apply_rotary" in verdict.message, verdict.message
+
+
+def test_capstone_takes_the_package_numpy_norm_and_network_but_checks_the_learners_parts():
+    assert check_llama_block_by_hand(make_block(norm=an.rms_norm, ffn=an.swiglu))
+    verdict = check_llama_block_by_hand({"rotate_to": rotate_to, "gqa_by_groups": gqa_by_modulo,
+                                         "llama_block_by_hand": make_block()})
+    assert not verdict and "the part `gqa_by_groups` disagrees" in verdict.message, verdict.message
 
 
 def test_capstone_parts_not_attempted_read_as_not_attempted():

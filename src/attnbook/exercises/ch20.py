@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import math
 import tracemalloc
 import weakref
@@ -12,7 +14,7 @@ import numpy as np
 
 from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
 from attnbook.numpy import flash_attention_backward, scaled_dot_product_attention, tiled_attention
-from attnbook.torch import kv_cache_bytes
+from attnbook.torch import flash_attention_backward as torch_flash_attention_backward
 
 HOLD_HINT = "keep running statistics, not the blocks: each block must be let go before the next but one is read."
 
@@ -22,8 +24,12 @@ class BlockStream:
 
     Iterating yields a copy of each block in turn (for several arrays, a tuple of their blocks), as data
     arriving in pieces would; a second pass raises ``RuntimeError``, and so does keeping the blocks: when
-    block ``i + 2`` is asked for, block ``i`` must be gone. ``whole()`` gives the arrays to the checker.
+    block ``i + 2`` is asked for, block ``i`` must be gone, and the memory held since the first block was
+    read (``tracemalloc``) must stay below a few blocks' worth, so that copies of the blocks are refused too.
+    ``whole()`` gives the arrays to the checker.
     """
+
+    SLACK_BYTES = 32 * 2**10  # what a one-pass answer's loop may hold besides the blocks (frames, scalars)
 
     def __init__(self, arrays: tuple[np.ndarray, ...], block_size: int):
         self._arrays = tuple(np.array(a, dtype=np.float64) for a in arrays)
@@ -42,13 +48,28 @@ class BlockStream:
 
     def _blocks(self):
         handed = []  # weak references to the arrays of each block handed out
-        for i, start in enumerate(range(0, len(self._arrays[0]), self.block_size)):
-            if i >= 2 and any(ref() is not None for ref in handed[i - 2]):
-                raise RuntimeError(f"block {i - 1} is still held when block {i + 1} is read: {HOLD_HINT}")
-            block = tuple(a[start:start + self.block_size].copy() for a in self._arrays)
-            handed.append([weakref.ref(b) for b in block])
-            yield block[0] if len(block) == 1 else block
-            del block
+        one_block = sum(a[:self.block_size].nbytes for a in self._arrays)
+        # an answer keeps running statistics, a block or two and their temporaries; a copy of every block
+        # read so far grows with the number of blocks, past this
+        allowed = 4 * one_block + self.SLACK_BYTES
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        try:
+            for i, start in enumerate(range(0, len(self._arrays[0]), self.block_size)):
+                if i >= 2 and any(ref() is not None for ref in handed[i - 2]):
+                    raise RuntimeError(f"block {i - 1} is still held when block {i + 1} is read: {HOLD_HINT}")
+                held = tracemalloc.get_traced_memory()[0] - base
+                if i >= 2 and held > allowed:
+                    raise RuntimeError(f"{held:,} bytes held after {i} blocks (copies?): {HOLD_HINT}")
+                block = tuple(a[start:start + self.block_size].copy() for a in self._arrays)
+                handed.append([weakref.ref(b) for b in block])
+                yield block[0] if len(block) == 1 else block
+                del block
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
 
     def __deepcopy__(self, memo):
         return BlockStream(copy.deepcopy(self._arrays, memo), self.block_size)
@@ -65,86 +86,133 @@ class BlockStream:
         return f"BlockStream({shapes}, block_size={self.block_size})"
 
 
-def _longest_context(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-    per_token = kv_cache_bytes(n_layers, n_kv_heads, d_head, 1, bytes_per_value) * batch
-    return max(0, (memory_bytes - weights_bytes) // per_token)
+def _per_position(n_heads, n_kv_heads, d_head, *, lse=True, kv_heads=None):
+    """Numbers kept per position, head count included: Q and O (n_heads), K and V (n_kv_heads), and lse."""
+    kv = n_kv_heads if kv_heads is None else kv_heads
+    return 2 * d_head * (n_heads + kv) + (n_heads if lse else 0)
 
 
-def _context_no_weights(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-    return _longest_context(memory_bytes, 0, batch, n_layers, n_kv_heads, d_head, bytes_per_value)
+def _largest_T(a, b, c):
+    """The largest integer T >= 0 with a T^2 + b T <= c (a >= 0, b > 0), in exact integer arithmetic."""
+    if c < 0:
+        return 0
+    if a == 0:
+        return c // b
+    T = (math.isqrt(b * b + 4 * a * c) - b) // (2 * a)
+    while a * (T + 1) ** 2 + b * (T + 1) <= c:
+        T += 1
+    while T > 0 and a * T * T + b * T > c:
+        T -= 1
+    return T
 
 
-def _context_one_sequence(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-    return _longest_context(memory_bytes, weights_bytes, 1, n_layers, n_kv_heads, d_head, bytes_per_value)
+def _longest_context(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled, *,
+                     lse=True, kv_heads=None, linear=True, per_batch=True, round_up=False):
+    """The reference, with a switch for each mistake."""
+    units = memory_bytes // ((batch if per_batch else 1) * n_layers * bytes_per_value)  # numbers per sequence-layer
+    b = _per_position(n_heads, n_kv_heads, d_head, lse=lse and tiled, kv_heads=kv_heads)
+    if tiled:
+        return max(0, -(-units // b) if round_up else units // b)
+    if not linear:
+        return math.isqrt(max(0, units) // n_heads)
+    return _largest_T(n_heads, b, units)
 
 
-def _context_keys_only(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-    return _longest_context(2 * memory_bytes - weights_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head,
-                            bytes_per_value)
+def _context_reference(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled):
+    return _longest_context(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled)
 
 
-def _context_rounded_up(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value):
-    per_token = kv_cache_bytes(n_layers, n_kv_heads, d_head, 1, bytes_per_value) * batch
-    return max(0, -(-(memory_bytes - weights_bytes) // per_token))
+def _context_kv_as_queries(*args):
+    return _longest_context(*args, kv_heads=args[3])  # n_heads key-value heads: grouping ignored
+
+
+# the other mistakes, one switch each
+_context_no_lse = functools.partial(_longest_context, lse=False)
+_context_P_only = functools.partial(_longest_context, linear=False)
+_context_one_sequence = functools.partial(_longest_context, per_batch=False)
+_context_rounded_up = functools.partial(_longest_context, round_up=True)
 
 
 def _context_cases() -> list[Case]:
-    per = kv_cache_bytes(4, 2, 32, 1, 4)  # 2,048 bytes per token of one sequence
+    def plain_bytes(T, batch, L, h, h_kv, d, bpv):  # the bytes plain attention keeps for T positions
+        return batch * L * bpv * (h * T * T + T * _per_position(h, h_kv, d, lse=False))
+
+    tiled_1000 = 4 * 3 * 2 * 1000 * _per_position(4, 2, 16)  # batch 4, 3 layers, 16-bit, 1,000 positions
     cases = [
-        Case("exactly 1,000 tokens of 4 sequences fit: memory = weights + 1,000 x 4 x 2,048 bytes",
-             (1_000_000 + 1000 * 4 * per, 1_000_000, 4, 4, 2, 32, 4)),
-        Case("one byte short of 1,000 tokens", (1_000_000 + 1000 * 4 * per - 1, 1_000_000, 4, 4, 2, 32, 4)),
-        Case("the weights alone do not fit", (10**9, 2 * 10**9, 1, 12, 12, 64, 2)),
-        Case("a 16 GiB card, 3 GB of weights, batch 8, 48 layers, 25 heads of 64, 16-bit",
-             (16 * 2**30, 3 * 10**9, 8, 48, 25, 64, 2)),
-        Case("an 80 GB card, 16 GB of weights, batch 32, 32 layers, 8 key-value heads of 128, 16-bit",
-             (80 * 10**9, 16 * 10**9, 32, 32, 8, 128, 2)),
+        Case("tiled: exactly 1,000 positions fit (batch 4, 3 layers, 4 heads, 2 kv heads of 16, 16-bit)",
+             (tiled_1000, 4, 3, 4, 2, 16, 2, True)),
+        Case("tiled: one byte short of 1,000 positions", (tiled_1000 - 1, 4, 3, 4, 2, 16, 2, True)),
+        Case("plain: exactly 1,000 positions fit (the same model)",
+             (plain_bytes(1000, 4, 3, 4, 2, 16, 2), 4, 3, 4, 2, 16, 2, False)),
+        Case("plain: one byte short of 1,000 positions", (plain_bytes(1000, 4, 3, 4, 2, 16, 2) - 1, 4, 3, 4, 2, 16,
+                                                          2, False)),
+        Case("plain and tiled: not even one position fits in 100 bytes", (100, 2, 2, 2, 2, 8, 4, False)),
+        Case("tiled: 100 bytes", (100, 2, 2, 2, 2, 8, 4, True)),
     ]
+    for memory, batch, L, h, h_kv, d, bpv in ((24 * 2**30, 8, 32, 32, 8, 128, 2), (80 * 10**9, 1, 80, 64, 8, 128, 2),
+                                              (16 * 2**30, 4, 48, 25, 25, 64, 4)):
+        for tiled in (False, True):
+            cases.append(Case(f"{'tiled' if tiled else 'plain'}: {memory:,} bytes, batch {batch}, {L} layers, {h} "
+                              f"heads, {h_kv} kv heads of {d}, {8 * bpv}-bit", (memory, batch, L, h, h_kv, d, bpv,
+                                                                               tiled)))
     return cases
 
 
 check_longest_context = Checker(
     name="longest_context",
-    doc="Check ``fn(memory_bytes, weights_bytes, batch, n_layers, n_kv_heads, d_head, bytes_per_value) -> int``: "
-        "the most tokens per sequence whose key-value cache, for ``batch`` sequences, fits in the memory the "
-        "weights leave (0 when none does).",
-    reference=_longest_context,
+    doc="Check ``fn(memory_bytes, batch, n_layers, n_heads, n_kv_heads, d_head, bytes_per_value, tiled) -> int``: "
+        "the most positions per sequence for which what the attention layers keep for the backward pass fits in "
+        "``memory_bytes``: per layer and sequence, Q and O (``n_heads`` heads of ``d_head``), K and V "
+        "(``n_kv_heads`` heads), and the weights P (``n_heads`` x T x T) for plain attention or the log-sum-exp "
+        "(``n_heads`` numbers per position) for tiled attention; every number ``bytes_per_value`` bytes.",
+    reference=_context_reference,
     cases=_context_cases(),
     mistakes=(
-        Mistake(_context_no_weights, "the weights take their share of the memory first: only what they leave "
-                "holds the cache."),
-        Mistake(_context_one_sequence, "each of the batch's sequences has a cache of its own: a token of context "
-                "costs its bytes once per sequence."),
-        Mistake(_context_keys_only, "the cache keeps keys AND values: a factor 2 in the bytes per token."),
-        Mistake(_context_rounded_up, "round down: a token whose cache does not fit entirely does not fit."),
+        Mistake(_context_no_lse, "the tiled backward pass recomputes P from L, the log-sum-exp of each query's "
+                "scores: one number per query and head, kept beside Q, K, V and O."),
+        Mistake(_context_kv_as_queries, "with grouped-query attention the keys and values have n_kv_heads heads, "
+                "not n_heads: only the queries, the output, P and L have one per query head."),
+        Mistake(_context_P_only, "P is not all plain attention keeps: Q, K, V and O grow with T as well, so solve "
+                "the quadratic h T^2 + b T <= memory, not h T^2 <= memory."),
+        Mistake(_context_one_sequence, "each sequence of the batch keeps its own activations: the memory is shared "
+                "by batch sequences."),
+        Mistake(_context_rounded_up, "round down: a position whose activations do not fit entirely does not fit."),
     ),
 )
 
 
-class Partials(list):
-    """Partial results ``(m, l, acc)`` of attention over disjoint sets of keys, as a list the learner reads;
-    ``source`` keeps the queries, keys, values and mask they came from, for the reference only."""
-
-    source: tuple = ()
+# The queries, keys, values and mask each case's partial results came from, for the reference only: the
+# learner receives a plain list of triples, which cannot lead back to them.
+_SOURCES: dict[str, tuple] = {}
 
 
-def _partials(Q, K, V, mask, splits) -> Partials:
+def _fingerprint(parts) -> str:
+    digest = hashlib.sha256()
+    for triple in parts:
+        for array in triple:
+            array = np.ascontiguousarray(array, dtype=np.float64)
+            digest.update(str(array.shape).encode())
+            digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _partials(Q, K, V, mask, splits) -> list:
     # each part: the running maximum m, the sum l of exp(s - m), and acc = sum exp(s - m) v over its keys
     S = Q @ K.T / math.sqrt(Q.shape[-1])
     S = np.where(mask, S, -np.inf)
-    parts = Partials()
+    parts = []
     for lo, hi in zip(splits[:-1], splits[1:], strict=True):
         s = S[:, lo:hi]
         m = s.max(axis=1)
         with np.errstate(invalid="ignore"):  # a query with no key in this part: m = -inf, nothing to add
             e = np.where(np.isfinite(m)[:, None], np.exp(s - m[:, None]), 0.0)
         parts.append((m, e.sum(axis=1), e @ V[lo:hi]))
-    parts.source = (Q, K, V, mask)
+    _SOURCES[_fingerprint(parts)] = (Q, K, V, mask)
     return parts
 
 
 def _merged_reference(parts):
-    Q, K, V, mask = parts.source
+    Q, K, V, mask = _SOURCES[_fingerprint(parts)]
     return scaled_dot_product_attention(Q, K, V, mask=mask)[0]
 
 
@@ -249,6 +317,9 @@ def _query_cases() -> list[Case]:
     q = np.array([30.0, -20.0])
     K, V = np.array([[30.0, 0.0], [31.0, 1.0], [29.0, 2.0], [-40.0, 0.0]]), rng.normal(size=(4, 2))
     cases.append(Case("scores near 640, in blocks of 2 (exp overflows without a shift)", (q, BlockStream((K, V), 2))))
+    q, K, V = rng.normal(size=8), rng.normal(size=(4096, 8)), rng.normal(size=(4096, 4))
+    cases.append(Case("q of size 8, 4,096 keys and values in 64 blocks of 64 (384 KiB: copies of them all do not "
+                      "fit in what a one-pass answer holds)", (q, BlockStream((K, V), 64))))
     return cases
 
 
@@ -364,7 +435,8 @@ check_tiled_backward = _TiledChecker(
     ),
     atol=1e-10,
     big_case=_backward_case(512, 8, 32, 4),
-    # the package's tiled backward answers in one call; chapter 19's and autograd's hold the whole P
-    forbidden=(flash_attention_backward, "attnbook.numpy.backprop.attention_backward", "torch.autograd.grad",
-               "torch.autograd.backward"),
+    # the package's tiled backward (and its PyTorch twin) answers in one call; chapter 19's and autograd's hold
+    # the whole P
+    forbidden=(flash_attention_backward, torch_flash_attention_backward, "attnbook.numpy.backprop.attention_backward",
+               "torch.autograd.grad", "torch.autograd.backward"),
 )
