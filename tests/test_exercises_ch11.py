@@ -4,52 +4,48 @@ and the capstone names the part that disagrees."""
 import numpy as np
 
 import attnbook.numpy as an
-from attnbook.exercises import check_encode_times, check_my_mha, check_offset_between
+from attnbook.exercises import check_my_mha, check_offset_between, check_position_from_encoding
 
 
-def encode_by_rotation(times, d_model, base):
-    # each pair as a complex number turning by omega per unit of time; an odd width drops the last cosine
-    n_pairs = (d_model + 1) // 2
-    omegas = base ** (-np.arange(n_pairs) / n_pairs)
-    z = np.exp(1j * np.asarray(times, dtype=float)[:, None] * omegas)
-    return np.stack([z.imag, z.real], axis=-1).reshape(len(times), -1)[:, :d_model]
+def position_by_complex_ratios(row, d_model):
+    # each pair as a complex number; from slow to fast, the next pair's turn relative to the estimate so far
+    omegas = 10000.0 ** (-np.arange(d_model // 2) / (d_model // 2))
+    z = row[1::2] + 1j * row[0::2]
+    pos = np.angle(z[-1]) % (2 * np.pi) / omegas[-1]
+    for zi, w in zip(z[-2::-1], omegas[-2::-1], strict=True):
+        pos += np.angle(zi * np.exp(-1j * pos * w)) / w  # the small correction, in (-pi, pi] / w
+    return pos
 
 
-def test_encode_times_another_way_passes_and_delegating_is_refused():
-    assert check_encode_times(encode_by_rotation)
+def test_position_from_encoding_another_way_passes_and_delegating_is_refused():
+    assert check_position_from_encoding(position_by_complex_ratios)
 
-    def through_the_table(times, d_model, base):  # integer times only, even widths only
-        return an.sinusoidal_encoding(int(max(times)) + 1, d_model + d_model % 2, base)[np.asarray(times, int)]
+    def through_the_table(row, d_model):  # a search over whole positions: refused for the table it calls
+        table = np.round(an.sinusoidal_encoding(50000, d_model), 4)
+        return float(np.argmin(np.abs(table - row).sum(axis=1)))
 
-    def through_the_map(times, d_model, base):
-        even = d_model + d_model % 2
-        return np.stack([np.tile([0.0, 1.0], even // 2) @ an.relative_position_map(t, even, base)
-                         for t in times])[:, :d_model]
+    def through_the_map(row, d_model):
+        pos = position_by_complex_ratios(row, d_model)
+        return pos + 0.0 * an.relative_position_map(pos, d_model).sum()
 
-    def through_the_frequencies(times, d_model, base):
-        angles = np.asarray(times)[:, None] * an.sinusoidal_frequencies(d_model + d_model % 2, base)
-        return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(len(times), -1)[:, :d_model]
-
-    for answer, name in ((through_the_table, "sinusoidal_encoding"), (through_the_map, "relative_position_map"),
-                         (through_the_frequencies, "sinusoidal_frequencies")):
-        verdict = check_encode_times(answer)
+    for answer, name in ((through_the_table, "sinusoidal_encoding"), (through_the_map, "relative_position_map")):
+        verdict = check_position_from_encoding(answer)
         assert not verdict and name in verdict.message
 
 
-def test_encode_times_plausible_wrong_answers_fail():
-    def halves_of_the_tutorial(times, d_model, base):
-        # the usual tutorial code, made to run for an odd width by giving the cosines one frequency fewer
-        omegas = base ** (-np.arange(0, d_model, 2) / d_model)
-        pe = np.zeros((len(times), d_model))
-        pe[:, 0::2] = np.sin(np.asarray(times)[:, None] * omegas)
-        pe[:, 1::2] = np.cos(np.asarray(times)[:, None] * omegas[: d_model // 2])
-        return pe
+def test_position_from_encoding_plausible_wrong_answers_fail():
+    def two_slowest_pairs(row, d_model):  # one refinement step only
+        omegas = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
+        angles = np.mod(np.arctan2(row[0::2], row[1::2]), 2 * np.pi)
+        rough = angles[-1] / omegas[-1]
+        turns = np.round((rough * omegas[-2] - angles[-2]) / (2 * np.pi))
+        return float((angles[-2] + 2 * np.pi * turns) / omegas[-2])
 
-    def by_absolute_time(times, d_model, base):  # loses the sign of negative times
-        return encode_by_rotation(np.abs(times), d_model, base)
+    def counted_from_one(row, d_model):  # the articles that number positions from 1
+        return position_by_complex_ratios(row, d_model) + 1.0
 
-    assert not check_encode_times(halves_of_the_tutorial)
-    assert not check_encode_times(by_absolute_time)
+    assert not check_position_from_encoding(two_slowest_pairs)
+    assert not check_position_from_encoding(counted_from_one)
 
 
 def offset_by_every_pair(u, v, d_model):

@@ -70,19 +70,51 @@ def test_group_norm_columns_without_eps_fails_on_a_constant_group():
     assert not check_group_norm_columns(stats_of_the_first_group)
 
 
+def _norm_by_hand(v, gamma, beta, eps):
+    centred = v - v.mean(-1, keepdim=True)
+    return gamma * centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + eps) + beta
+
+
 def test_pre_norm_block_fixed_another_way_passes_and_delegating_is_refused():
     def fixed(x, block, mask):
-        attended = x + block.attn(block.norm1(x), block.norm1(x), mask)
-        return attended + block.ff(block.norm2(attended))
+        normed = _norm_by_hand(x, block.gamma1, block.beta1, block.eps)
+        attended = x + block.attn(normed, normed, mask)
+        return attended + block.ff(_norm_by_hand(attended, block.gamma2, block.beta2, block.eps))
 
     assert check_pre_norm_block(fixed)
     verdict = check_pre_norm_block(lambda x, block, mask: block._block(x, mask))
     assert not verdict and "EncoderBlock.forward" in verdict.message
 
+    def through_torch_norm(x, block, mask):
+        h = torch.nn.functional.layer_norm(x, x.shape[-1:], block.gamma1, block.beta1, block.eps)
+        x = x + block.attn(h, h, mask)
+        return x + block.ff(torch.nn.functional.layer_norm(x, x.shape[-1:], block.gamma2, block.beta2, block.eps))
 
-def test_pre_norm_block_that_attends_to_the_raw_input_fails():
+    verdict = check_pre_norm_block(through_torch_norm)
+    assert not verdict and "layer_norm" in verdict.message
+
+
+def test_pre_norm_block_plausible_wrong_answers_fail():
     def raw_keys(x, block, mask):  # normalises the queries only
-        x = x + block.attn(block.norm1(x), x, mask)
-        return x + block.ff(block.norm2(x))
+        h = _norm_by_hand(x, block.gamma1, block.beta1, block.eps)
+        x = x + block.attn(h, x, mask)
+        return x + block.ff(_norm_by_hand(x, block.gamma2, block.beta2, block.eps))
+
+    def without_scale_and_shift(x, block, mask):
+        ones, zeros = torch.ones_like(block.gamma1), torch.zeros_like(block.beta1)
+        h = _norm_by_hand(x, ones, zeros, block.eps)
+        x = x + block.attn(h, h, mask)
+        return x + block.ff(_norm_by_hand(x, ones, zeros, block.eps))
+
+    def over_the_batch(x, block, mask):  # statistics per position and feature, across the sequences
+        def norm(v, gamma, beta):
+            centred = v - v.mean(0, keepdim=True)
+            return gamma * centred / torch.sqrt(centred.pow(2).mean(0, keepdim=True) + block.eps) + beta
+
+        h = norm(x, block.gamma1, block.beta1)
+        x = x + block.attn(h, h, mask)
+        return x + block.ff(norm(x, block.gamma2, block.beta2))
 
     assert not check_pre_norm_block(raw_keys)
+    assert not check_pre_norm_block(without_scale_and_shift)
+    assert not check_pre_norm_block(over_the_batch)

@@ -16,10 +16,10 @@ from attnbook.exercises.ch04 import check_attend_to_others, check_takeover_facto
 from attnbook.exercises.ch05 import check_value_weight_grad
 from attnbook.exercises.ch06 import check_correlated_scale, check_temperature_gradient
 from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
-from attnbook.exercises.ch08 import check_cache_causal_mask, check_masked_attention
+from attnbook.exercises.ch08 import check_cache_causal_mask, check_padded_attention
 from attnbook.exercises.ch09 import check_head_circuits, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
-from attnbook.exercises.ch11 import check_encode_times, check_my_mha, check_offset_between
+from attnbook.exercises.ch11 import check_my_mha, check_offset_between, check_position_from_encoding
 from attnbook.exercises.ch21 import check_ring_cache_mask, check_rotate_to
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
@@ -79,7 +79,6 @@ __all__ = [
     "check_dilated_causal_conv",
     "check_dilated_mask",
     "check_encode_by_rank",
-    "check_encode_times",
     "check_generate_cached",
     "check_gpt_forward",
     "check_gpt_parameters",
@@ -93,7 +92,6 @@ __all__ = [
     "check_longest_context",
     "check_loo_predictions",
     "check_mask_tokens_by_hand",
-    "check_masked_attention",
     "check_merge_partials",
     "check_mha_float_mask",
     "check_mha_input_grad",
@@ -104,7 +102,9 @@ __all__ = [
     "check_offset_between",
     "check_offset_profile",
     "check_packed_self_mask",
+    "check_padded_attention",
     "check_polar_from_gram",
+    "check_position_from_encoding",
     "check_pre_norm_block",
     "check_quintic_for_slope",
     "check_ring_cache_mask",

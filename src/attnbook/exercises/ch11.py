@@ -11,80 +11,111 @@ from attnbook.exercises._capstone import PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
 
-# --- encodings of timestamps, of any width --------------------------------------------------------------
+# --- a position back from its printed encoding -------------------------------------------------------------
+
+_DECIMALS = 4  # as the chapter prints its tables
 
 
-def _encode_times(times: np.ndarray, d_model: int, base: float) -> np.ndarray:
-    """Each row is PE(0) moved by its time with the chapter's M_t (any real t), at the even width
-    ``d_model`` or ``d_model + 1``, cut to ``d_model`` columns."""
-    even = d_model + d_model % 2
-    pe0 = np.tile([0.0, 1.0], even // 2)  # PE(0): sin 0 = 0, cos 0 = 1 in every pair
-    return np.stack([pe0 @ relative_position_map(float(t), even, base) for t in np.asarray(times)])[:, :d_model]
+def _frequencies(d_model: int) -> np.ndarray:
+    return 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
 
 
-# The typical mistakes may not call the forbidden functions either: they are built from this table.
-def _table(times, d_model, base, width=None):
-    width = width or d_model + d_model % 2  # the exponent's denominator
-    angles = np.asarray(times, dtype=float)[:, None] * base ** (-np.arange(0, d_model, 2) / width)
-    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(len(angles), -1)[:, :d_model]
+def _printed_row(pos: float, d_model: int) -> np.ndarray:
+    angles = pos * _frequencies(d_model)
+    return np.round(np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(-1), _DECIMALS)
 
 
-def _odd_width_in_exponent(times, d_model, base):
-    return _table(times, d_model, base, width=d_model)
+def _angles(row: np.ndarray, swapped: bool = False) -> np.ndarray:
+    """Each pair's angle in [0, 2 pi)."""
+    s, c = (row[1::2], row[0::2]) if swapped else (row[0::2], row[1::2])
+    return np.mod(np.arctan2(s, c), 2 * np.pi)
 
 
-def _rounded_times(times, d_model, base):
-    return _table(np.round(times), d_model, base)
+def _refine(angles: np.ndarray, omegas: np.ndarray, pos: float) -> float:
+    """From a rough ``pos``, each faster pair in turn: the whole number of turns that brings its angle nearest."""
+    for a, w in zip(angles[-2::-1], omegas[-2::-1], strict=True):
+        pos = (a + 2 * np.pi * np.round((pos * w - a) / (2 * np.pi))) / w
+    return float(pos)
 
 
-def _base_ignored(times, d_model, base):
-    return _table(times, d_model, 10000.0)
+def _position_from_encoding(row: np.ndarray, d_model: int) -> float:
+    """The slowest pair's angle gives the position roughly, without ambiguity; each faster pair, unwrapped
+    to the turn nearest that estimate, gives it more precisely."""
+    angles, omegas = _angles(row), _frequencies(d_model)
+    return _refine(angles, omegas, angles[-1] / omegas[-1])
 
 
-def _halves(times, d_model, base):
-    angles = np.asarray(times, dtype=float)[:, None] * base ** (-np.arange(0, d_model, 2) / (d_model + d_model % 2))
-    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)[:, :d_model]
-
-
-def _lone_cosine(times, d_model, base):
-    out = _table(times, d_model, base)
-    if d_model % 2:
-        last = (d_model - 1) / (d_model + 1)
-        out[:, -1] = np.cos(np.asarray(times, dtype=float) * base ** -last)
-    return out
-
-
-def _time_cases() -> list[Case]:
+def _position_cases() -> list[Case]:
+    fixed = [(0.0, 4), (3.0, 4), (2.5, 8), (1234.56, 16), (9999.9, 16), (17000.25, 16), (0.37, 32),
+             (40000.5, 64)]
     g = np.random.default_rng(1101)
-    fixed = [(np.array([0.0, 1.0, 2.0, 3.0]), 4, 10000.0), (np.array([0.5, -1.25, 3.0]), 5, 10000.0),
-             (np.array([-7.0, 0.0, 7.0, 7.0]), 3, 100.0), (np.array([2.5]), 1, 10000.0),
-             (np.array([1234.5, -0.001, 60.0]), 9, 500.0)]
-    cases = [Case(f"times {t.tolist()}, d_model={d}, base={b:g}", (t, d, b)) for t, d, b in fixed]
-    for d in (7, 16):
-        t = np.round(g.uniform(-2000.0, 2000.0, size=6), 3)
-        cases.append(Case(f"random times in (-2000, 2000), d_model={d}, base=10000", (t, d, 10000.0)))
-    return cases
+    for d in (8, 16, 32):
+        fixed.append((round(float(g.uniform(0.0, 0.9 * 2 * np.pi / _frequencies(d)[-1])), 4), d))
+    return [Case(f"the row of position {pos:.10g}, d_model={d}, to {_DECIMALS} decimals", (_printed_row(pos, d), d))
+            for pos, d in fixed]
 
 
-check_encode_times = Checker(
-    name="encode_times",
-    doc="Check ``fn(times, d_model, base) -> (len(times), d_model)``: row ``j`` is the sinusoidal encoding of "
-        "the real number ``times[j]``; for an even ``d_model`` frequencies ``base ** (-2i / d_model)``, for an "
-        "odd one the first ``d_model`` columns of the encoding of width ``d_model + 1``.",
-    reference=_encode_times,
-    cases=_time_cases(),
+def _slowest_pair_only(row, d_model):
+    return float(_angles(row)[-1] / _frequencies(d_model)[-1])
+
+
+def _fastest_pair_only(row, d_model):
+    return float(_angles(row)[0] / _frequencies(d_model)[0])
+
+
+def _unwrapped_angles(row, d_model):  # arctan2's range (-pi, pi]: past half a turn, the rough estimate goes negative
+    angles, omegas = np.arctan2(row[0::2], row[1::2]), _frequencies(d_model)
+    return _refine(angles, omegas, angles[-1] / omegas[-1])
+
+
+def _sine_cosine_swapped(row, d_model):
+    angles, omegas = _angles(row, swapped=True), _frequencies(d_model)
+    return _refine(angles, omegas, angles[-1] / omegas[-1])
+
+
+def _exponent_without_two(row, d_model):
+    angles, omegas = _angles(row), 10000.0 ** (-np.arange(d_model // 2) / d_model)
+    return _refine(angles, omegas, angles[-1] / omegas[-1])
+
+
+def _mean_of_the_pairs(row, d_model):
+    angles, omegas = _angles(row), _frequencies(d_model)
+    estimates, pos = [angles[-1] / omegas[-1]], angles[-1] / omegas[-1]
+    for a, w in zip(angles[-2::-1], omegas[-2::-1], strict=True):
+        pos = (a + 2 * np.pi * np.round((pos * w - a) / (2 * np.pi))) / w
+        estimates.append(pos)
+    return float(np.mean(estimates))
+
+
+def _rounded(row, d_model):
+    return float(np.round(_position_from_encoding(row, d_model)))
+
+
+check_position_from_encoding = Checker(
+    name="position_from_encoding",
+    doc="Check ``fn(row, d_model) -> float``: the real position ``pos``, ``0 <= pos`` before the slowest pair's "
+        "first full turn, of a row of the base-10000 sinusoidal encoding rounded to 4 decimals, within 1e-3.",
+    reference=_position_from_encoding,
+    cases=_position_cases(),
     mistakes=(
-        Mistake(_odd_width_in_exponent, "for an odd d_model the columns are those of the width d_model + 1, "
-                "exponents included: omega_i = base ** (-2i / (d_model + 1))."),
-        Mistake(_rounded_times, "the times are real numbers: use them as they are, without rounding to a "
-                "whole position."),
-        Mistake(_base_ignored, "the base is an argument: the frequencies are powers of base, not of 10000."),
-        Mistake(_halves, "sines and cosines alternate, column 2i the sine and 2i + 1 the cosine of pair i; "
-                "they are not two halves."),
-        Mistake(_lone_cosine, "for an odd d_model the last column is column 2i of a pair, a sine: it is the "
-                "cosine that is cut off."),
+        Mistake(_slowest_pair_only, "the slowest pair is unambiguous but coarse: rounding to 4 decimals moves its "
+                "angle by up to about 7e-5 rad, which at its tiny frequency is a large fraction of a position. "
+                "Use it for a rough position, then let the faster pairs refine it."),
+        Mistake(_fastest_pair_only, "the fastest pair is precise but comes back to the same angle every 2 pi "
+                "positions: it tells where within a turn, not which turn."),
+        Mistake(_unwrapped_angles, "arctan2 returns angles in (-pi, pi]; a position more than half a turn of the "
+                "slowest pair along has a negative angle there. Bring each angle into [0, 2 pi) first."),
+        Mistake(_sine_cosine_swapped, "each pair is (sin, cos), column 2i the sine: its angle is "
+                "arctan2(sine, cosine)."),
+        Mistake(_exponent_without_two, "pair i turns at omega_i = 10000 ** (-2i / d_model): the exponent counts "
+                "columns, two per pair."),
+        Mistake(_mean_of_the_pairs, "averaging every pair's estimate keeps most of the error of the slow, coarse "
+                "ones: once the turns are known, the fastest pair alone is the most precise."),
+        Mistake(_rounded, "the position may be any real number here, not a whole position: do not round it."),
     ),
-    forbidden=(sinusoidal_encoding, relative_position_map, sinusoidal_frequencies),
+    atol=1e-3,
+    rtol=0.0,
+    forbidden=(sinusoidal_encoding, relative_position_map),
 )
 
 

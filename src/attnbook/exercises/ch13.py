@@ -100,24 +100,22 @@ check_group_norm_columns = Checker(
 )
 
 
-# --- debugging a pre-norm block ---------------------------------------------------------------------------
+# --- debugging a pre-norm block whose padding leaks ---------------------------------------------------------
 
 
 class BlockParts:
-    """The four parts of an encoder block, as functions: ``norm1(x)``, ``attn(q_in, kv_in, mask)`` (the
-    attention's output only), ``norm2(x)`` and ``ff(x)``. Two are equal when their weights are."""
+    """The parts of a pre-norm encoder block: the two norms' scales and shifts ``gamma1``, ``beta1``, ``gamma2``,
+    ``beta2`` (tensors of shape ``(d_model,)``) and their ``eps``, and two functions, ``attn(q_in, kv_in, mask)``
+    (the attention's output only) and ``ff(x)``. Two are equal when their weights are."""
 
     def __init__(self, block: EncoderBlock) -> None:
         self._block = block
-
-    def norm1(self, x: torch.Tensor) -> torch.Tensor:
-        return self._block.norm1(x)
+        self.gamma1, self.beta1 = block.norm1.gamma.detach(), block.norm1.beta.detach()
+        self.gamma2, self.beta2 = block.norm2.gamma.detach(), block.norm2.beta.detach()
+        self.eps = block.norm1.eps
 
     def attn(self, q_in: torch.Tensor, kv_in: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self._block.attn(q_in, kv_in, mask=mask)[0]
-
-    def norm2(self, x: torch.Tensor) -> torch.Tensor:
-        return self._block.norm2(x)
 
     def ff(self, x: torch.Tensor) -> torch.Tensor:
         return self._block.ff(x)
@@ -126,12 +124,13 @@ class BlockParts:
         if not isinstance(other, BlockParts):
             return NotImplemented
         mine, theirs = self._block.state_dict(), other._block.state_dict()
-        return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+        return (self.eps == other.eps and mine.keys() == theirs.keys()
+                and all(torch.equal(mine[k], theirs[k]) for k in mine))
 
     __hash__ = None  # equal by value, so not hashable
 
     def __repr__(self) -> str:
-        return f"BlockParts(d_model={self._block.norm1.gamma.shape[0]})"
+        return f"BlockParts(d_model={self.gamma1.shape[0]}, eps={self.eps:g})"
 
 
 def _pre_norm_block(x: torch.Tensor, parts: BlockParts, mask: torch.Tensor | None) -> torch.Tensor:
@@ -141,53 +140,90 @@ def _pre_norm_block(x: torch.Tensor, parts: BlockParts, mask: torch.Tensor | Non
 
 def _block_cases() -> list[Case]:
     cases = []
-    for seed, (B, T, d, h, d_ff, lengths) in enumerate(((2, 5, 8, 2, 16, (5, 3)), (1, 4, 12, 3, 24, None),
-                                                        (3, 6, 8, 4, 32, (6, 6, 2)))):
+    for seed, (B, T, d, h, d_ff, lengths, eps, scale) in enumerate((
+            (2, 5, 8, 2, 16, (5, 3), 1e-5, 2.0), (1, 4, 12, 3, 24, None, 1e-5, 2.0),
+            (3, 6, 8, 4, 32, (6, 6, 2), 1e-5, 2.0), (2, 3, 4, 2, 8, (3, 1), 1e-2, 0.05))):
         torch.manual_seed(1302 + seed)
-        block = EncoderBlock(d, h, d_ff, norm_first=True).double()
+        block = EncoderBlock(d, h, d_ff, norm_first=True, eps=eps).double()
         with torch.no_grad():
             for p in block.parameters():  # norms and biases away from 1 and 0, so that each counts
                 if p.dim() == 1:
                     p.add_(0.3 * torch.randn_like(p))
-        x = 2 * torch.randn(B, T, d, dtype=torch.float64)
+        x = scale * torch.randn(B, T, d, dtype=torch.float64)
         keep = None if lengths is None else torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T)
+        if keep is not None:
+            x[~keep] = 5.0 * torch.randn(int((~keep).sum()), d, dtype=torch.float64)  # loud padding
         mask = None if keep is None else keep[:, None, :]  # (B, 1, T): the same keys for every query
-        label = (f"a pre-norm block (d_model={d}, {h} heads, d_ff={d_ff}), x ({B}, {T}, {d}), "
-                 + ("no mask" if mask is None else f"padding mask, lengths {lengths}"))
+        label = (f"a pre-norm block (d_model={d}, {h} heads, d_ff={d_ff}, eps={eps:g}), x ({B}, {T}, {d}) of "
+                 f"scale {scale:g}, " + ("no mask" if mask is None else f"padding mask, lengths {lengths}"))
         cases.append(Case(label, (x, BlockParts(block), mask)))
     return cases
 
 
-def _buggy(x, block, mask):
-    h = block.norm1(x)
-    h = h + block.attn(h, h, mask)
-    return h + block.ff(block.norm2(h))
+def _norm(x, gamma, beta, eps, dim=-1, unbiased=False, eps_outside=False):
+    # The mistakes' own layer norm: the package's and PyTorch's are forbidden to answers.
+    mean = x.mean(dim=dim, keepdim=True)
+    var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+    spread = torch.sqrt(var) + eps if eps_outside else torch.sqrt(var + eps)
+    return gamma * (x - mean) / spread + beta
 
 
-def _post_norm(x, block, mask):
-    x = block.norm1(x + block.attn(x, x, mask))
-    return block.norm2(x + block.ff(x))
-
-
-def _one_norm(x, block, mask):
-    h = block.norm1(x)
+def _block_with(x, block, mask, **norm):
+    h = _norm(x, block.gamma1, block.beta1, block.eps, **norm)
     x = x + block.attn(h, h, mask)
-    return x + block.ff(block.norm1(x))
+    return x + block.ff(_norm(x, block.gamma2, block.beta2, block.eps, **norm))
+
+
+def _as_given(x, block, mask):
+    return _block_with(x, block, mask, dim=1, unbiased=True)
+
+
+def _over_positions(x, block, mask):
+    return _block_with(x, block, mask, dim=1)
+
+
+def _over_the_sequence(x, block, mask):
+    return _block_with(x, block, mask, dim=(1, 2))
+
+
+def _unbiased(x, block, mask):
+    return _block_with(x, block, mask, unbiased=True)
+
+
+def _eps_outside(x, block, mask):
+    return _block_with(x, block, mask, eps_outside=True)
+
+
+def _residual_to_normed(x, block, mask):
+    h = _norm(x, block.gamma1, block.beta1, block.eps)
+    h = h + block.attn(h, h, mask)
+    return h + block.ff(_norm(h, block.gamma2, block.beta2, block.eps))
 
 
 check_pre_norm_block = Checker(
     name="pre_norm_block",
     doc="Check ``fn(x, block, mask) -> (B, T, d_model)``: the output of a pre-norm encoder block for ``x`` "
         "``(B, T, d_model)`` and a boolean ``mask`` (True where allowed, or None), computed from the block's "
-        "parts ``block.norm1(x)``, ``block.attn(q_in, kv_in, mask)``, ``block.norm2(x)`` and ``block.ff(x)``.",
+        "parts: the norms' ``block.gamma1``, ``block.beta1``, ``block.gamma2``, ``block.beta2`` and ``block.eps``, "
+        "``block.attn(q_in, kv_in, mask)`` and ``block.ff(x)``; the layer norms written by hand.",
     reference=_pre_norm_block,
     cases=_block_cases(),
     mistakes=(
-        Mistake(_buggy, "the residual stream carries x itself: add each sublayer's output to the block's input, "
-                "not to its normalised copy, which exists only to feed the sublayer."),
-        Mistake(_post_norm, "this block is pre-norm: the norm comes before each sublayer, and the stream itself is "
-                "never normalised."),
-        Mistake(_one_norm, "each sublayer has its own norm: norm2 before the feed-forward network."),
+        Mistake(_as_given, "this is the colleague's block as given, both bugs still in it. Compare its norm with "
+                "the package's on one small tensor."),
+        Mistake(_over_positions, "x is (B, T, d_model): dim=1 is the positions' axis, not the features'. A layer "
+                "norm takes each position's statistics over its own d_model features, dim=-1; statistics over the "
+                "positions mix in the other tokens, padding included."),
+        Mistake(_over_the_sequence, "a layer norm takes each position's statistics over its own features (dim=-1), "
+                "not over the whole sequence: those mix in the other tokens, padding included."),
+        Mistake(_unbiased, "torch's var divides by d - 1 unless told otherwise; layer norm's variance divides by "
+                "d (unbiased=False)."),
+        Mistake(_eps_outside, "eps goes under the square root, added to the variance: sqrt(var + eps)."),
+        Mistake(_residual_to_normed, "the residual stream carries x itself: add each sublayer's output to the "
+                "block's input, not to its normalised copy."),
     ),
-    forbidden=(EncoderBlock.forward,),
+    forbidden=(EncoderBlock.forward, layer_norm, LayerNorm.forward, F.layer_norm, torch.layer_norm,
+               torch.native_layer_norm, torch.nn.LayerNorm.forward, F.group_norm, torch.group_norm,
+               torch.native_group_norm, torch.nn.GroupNorm.forward, F.instance_norm, torch.instance_norm,
+               F.batch_norm, torch.batch_norm, torch.native_batch_norm, F.rms_norm, "torch.rms_norm"),
 )
