@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from attnbook.exercises import check_ring_cache_mask, check_rotate_to
+from attnbook.exercises import check_rebase_rotary, check_ring_cache_mask
 from attnbook.numpy import apply_rotary, sliding_window_mask
 
 
@@ -15,25 +15,25 @@ def ring_by_simulation(query_positions, window):
     return np.array([[held is not None and bool(allowed[q, held]) for held in ring] for q in query_positions])
 
 
-def rotate_by_undo_and_redo(x, positions, base, rotated_at=None):
-    # undo the first rotation with the transposed matrices, then rotate at the new position
+def rebase_by_matrices(x, positions, base, old_base=None):
+    # undo the old rotation with the transposed block matrix, then rotate with the new base
     d = x.shape[-1]
-    old = np.zeros(len(positions)) if rotated_at is None else np.asarray(rotated_at, dtype=float)
     out = np.empty_like(x)
-    for t in range(len(positions)):
+    for t, p in enumerate(positions):
         R_old, R_new = np.eye(d), np.eye(d)
         for i in range(d // 2):
             pair = np.ix_([i, i + d // 2], [i, i + d // 2])
-            for R, p in ((R_old, old[t]), (R_new, positions[t])):
-                a = p * base ** (-2 * i / d)
-                R[pair] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
+            for R, b in ((R_old, old_base), (R_new, base)):
+                if b is not None:
+                    a = p * b ** (-2 * i / d)
+                    R[pair] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
         out[t] = R_new @ (R_old.T @ x[t])
     return out
 
 
 def test_answers_computed_another_way_pass():
     assert check_ring_cache_mask(ring_by_simulation)
-    assert check_rotate_to(rotate_by_undo_and_redo)
+    assert check_rebase_rotary(rebase_by_matrices)
 
 
 def test_the_listed_mistakes_are_named():
@@ -45,24 +45,36 @@ def test_the_listed_mistakes_are_named():
     verdict = check_ring_cache_mask(slot_is_position)
     assert not verdict and "slot s holds the latest position" in verdict.message, verdict.message
 
-    def added(x, positions, base, rotated_at=None):  # rotated again on top of the cached rotation
-        return rotate_by_undo_and_redo(x, positions, base)
+    def added(x, positions, base, old_base=None):  # rotated with the new base on top of the old rotation
+        return rebase_by_matrices(x, positions, base)
 
-    verdict = check_rotate_to(added)
-    assert not verdict and "adds the angles" in verdict.message, verdict.message
+    verdict = check_rebase_rotary(added)
+    assert not verdict and "adds the new angles" in verdict.message, verdict.message
+
+    def bases_divided(x, positions, base, old_base=None):  # (new / old) ** (-2i/d) for the difference
+        return rebase_by_matrices(x, positions, base / (1.0 if old_base is None else old_base))
+
+    verdict = check_rebase_rotary(bases_divided)
+    assert not verdict and "the bases do not divide" in verdict.message, verdict.message
 
 
 def test_a_delegating_answer_is_refused_by_name():
-    verdict = check_rotate_to(lambda x, p, b, r=None: apply_rotary(x, np.asarray(p) - (0 if r is None else
-                                                                                        np.asarray(r)), b))
+    def undo_and_redo(x, positions, base, old_base=None):
+        raw = x if old_base is None else apply_rotary(x, -np.asarray(positions, dtype=float), old_base)
+        return apply_rotary(raw, positions, base)
+
+    verdict = check_rebase_rotary(undo_and_redo)
     assert not verdict and "apply_rotary" in verdict.message, verdict.message
 
 
 def test_plausible_wrong_answers_fail():
-    # a transposed mask (keys after the query) and a rotation by twice the angle
+    # a transposed mask (keys after the query), and positions counted from 1
     assert not check_ring_cache_mask(lambda q, w: ring_by_simulation(q, w)[:, ::-1])
-    verdict = check_rotate_to(lambda x, p, b, r=None: rotate_by_undo_and_redo(x, 2 * np.asarray(p), b,
-                                                                              None if r is None else 2 * np.asarray(r)))
+
+    def positions_from_one(x, positions, base, old_base=None):  # both angles taken one position late
+        return rebase_by_matrices(x, np.asarray(positions) + 1, base, old_base)
+
+    verdict = check_rebase_rotary(positions_from_one)
     assert not verdict and verdict.attempted
 
     def mask_of_positions(query_positions, window):  # the whole (T_q, newest + 1) sliding mask, not the ring's
@@ -75,4 +87,4 @@ def test_unattempted_exercises_say_so():
     def todo(*args):
         raise NotImplementedError
 
-    assert not check_rotate_to(todo).attempted and not check_ring_cache_mask(todo).attempted
+    assert not check_rebase_rotary(todo).attempted and not check_ring_cache_mask(todo).attempted

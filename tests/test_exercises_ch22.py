@@ -7,7 +7,7 @@ import attnbook.numpy as an
 import attnbook.torch as at
 from attnbook.exercises import (
     check_gqa_by_groups,
-    check_llama_block_by_hand,
+    check_llama_block_step,
     check_rms_norm_backward,
     check_rms_norm_fp16,
 )
@@ -197,46 +197,51 @@ def test_gqa_grouped_the_wrong_way_is_named():
 # --- the capstone ------------------------------------------------------------------------------------------
 
 
-def rotate_to(x, positions, base, rotated_at=None):
+def rebase_rotary(x, positions, base, old_base=None):
+    # complex form: pair i multiplied by e^{i p (theta_new_i - theta_old_i)}
     d = x.shape[-1]
-    shift = np.asarray(positions, dtype=float) - (0.0 if rotated_at is None else np.asarray(rotated_at))
-    z = (x[:, : d // 2] + 1j * x[:, d // 2:]) * np.exp(1j * np.outer(shift, base ** (-np.arange(0, d, 2) / d)))
+    theta = base ** (-np.arange(0, d, 2) / d) - (0.0 if old_base is None else old_base ** (-np.arange(0, d, 2) / d))
+    z = (x[:, : d // 2] + 1j * x[:, d // 2:]) * np.exp(1j * np.outer(np.asarray(positions, dtype=float), theta))
     return np.concatenate([z.real, z.imag], axis=-1)
 
 
-def make_block(norm=an.rms_norm, rotate=rotate_to, attend=gqa_by_loops, ffn=an.swiglu, residual=True):
-    def block(x, params, trace=None):
+def make_step(norm=an.rms_norm, rotate=rebase_rotary, attend=gqa_by_loops, ffn=an.swiglu, residual=True,
+              hand_on=None):
+    def step(x_t, params, keys, values, trace=None):
         trace = {} if trace is None else trace
-        T, d = x.shape
-        h, h_kv, dh = params["n_heads"], params["n_kv_heads"], d // params["n_heads"]
-        pos = np.arange(T)
+        d = x_t.shape[-1]
+        h, h_kv, dh, t = params["n_heads"], params["n_kv_heads"], d // params["n_heads"], keys.shape[1]
 
         def heads(y, n, rot=True):
-            y = y.reshape(T, n, dh).transpose(1, 0, 2)
-            return np.stack([rotate(yh, pos, params["rope_base"]) for yh in y]) if rot else y
+            y = y.reshape(n, 1, dh)
+            return np.stack([rotate(yh, [t], params["rope_base"]) for yh in y]) if rot else y
 
-        trace["norm1"] = a = norm(x, params["norm1.gamma"], params["eps"])
-        trace["queries"] = q = heads(a @ params["self_attn.q_proj.W"], h)
-        trace["keys"] = k = heads(a @ params["self_attn.k_proj.W"], h_kv)
-        v = heads(a @ params["self_attn.v_proj.W"], h_kv, rot=False)
-        o = attend(q, k, v).transpose(1, 0, 2).reshape(T, d) @ params["self_attn.out_proj.W"]
-        trace["attention"] = s = x + o if residual else o
+        trace["norm1"] = a = norm(x_t, params["norm1.gamma"], params["eps"])
+        q = heads(a @ params["self_attn.q_proj.W"], h)
+        trace["queries"] = q[:, 0]
+        k_new = heads(a @ params["self_attn.k_proj.W"], h_kv)
+        trace["keys"] = K = np.concatenate([keys, k_new], axis=1)
+        trace["values"] = V = np.concatenate([values, heads(a @ params["self_attn.v_proj.W"], h_kv, rot=False)], 1)
+        o = attend(q, K, V).reshape(d) @ params["self_attn.out_proj.W"]
+        trace["attention"] = s = x_t + o if residual else o
         trace["norm2"] = a = norm(s, params["norm3.gamma"], params["eps"])
         f = ffn(a, params["ff.fc1.W"], params["ff.fc3.W"], params["ff.fc2.W"])
         trace["output"] = s + f if residual else f
+        if hand_on is not None:
+            trace["keys"] = hand_on(keys, k_new, a)
         return trace["output"]
 
-    return block
+    return step
 
 
 def parts(**changed):
-    found = {"rotate_to": rotate_to, "gqa_by_groups": gqa_by_loops}
+    found = {"rebase_rotary": rebase_rotary, "gqa_by_groups": gqa_by_loops}
     found.update(changed)
-    return {**found, "llama_block_by_hand": make_block(rotate=found["rotate_to"], attend=found["gqa_by_groups"])}
+    return {**found, "llama_block_step": make_step(rotate=found["rebase_rotary"], attend=found["gqa_by_groups"])}
 
 
-def clockwise(x, positions, base, rotated_at=None):
-    return rotate_to(x, -np.asarray(positions), base, None if rotated_at is None else -np.asarray(rotated_at))
+def clockwise(x, positions, base, old_base=None):
+    return rebase_rotary(x, -np.asarray(positions), base, old_base)
 
 
 def without_eps(x, gamma, eps):
@@ -249,64 +254,106 @@ def gqa_by_modulo(q, k, v):
     return gqa_by_loops(q[..., order, :, :], k, v)[..., np.argsort(order), :, :]
 
 
+def decode(step, x, params):
+    # the tokens fed one by one, each step handing its cache on to the next
+    h_kv, dh = params["n_kv_heads"], x.shape[1] // params["n_heads"]
+    keys = values = np.zeros((h_kv, 0, dh))
+    rows = []
+    for x_t in x:
+        trace = {}
+        rows.append(step(x_t, params, keys, values, trace))
+        keys, values = trace["keys"], trace["values"]
+    return np.stack(rows), keys
+
+
 def test_capstone_passes_alone_and_with_its_parts():
-    assert check_llama_block_by_hand(make_block())
-    assert check_llama_block_by_hand(parts())
+    assert check_llama_block_step(make_step())
+    assert check_llama_block_step(parts())
+
+
+def test_steps_fed_one_by_one_equal_the_package_block_on_the_whole_sequence():
+    from attnbook.exercises.ch22 import _block_of, _random_block
+
+    params = _random_block(7, 16, 4, 2, 24, 1e-5, 1e4)
+    x = np.random.default_rng(7).normal(size=(9, 16))
+    rows, keys = decode(make_step(), x, params)
+    with torch.no_grad():
+        whole = _block_of(params)(torch.as_tensor(x)[None])[0].numpy()
+    assert np.allclose(rows, whole, rtol=1e-10, atol=1e-10) and keys.shape == (2, 9, 4)
 
 
 def test_capstone_names_the_part_that_disagrees():
-    for changed, part in ((dict(rotate_to=clockwise), "rotate_to"),
+    for changed, part in ((dict(rebase_rotary=clockwise), "rebase_rotary"),
                           (dict(gqa_by_groups=gqa_by_modulo), "gqa_by_groups")):
-        verdict = check_llama_block_by_hand(parts(**changed))
+        verdict = check_llama_block_step(parts(**changed))
         assert not verdict and f"the part `{part}` disagrees" in verdict.message, verdict.message
     # the whole alone: the mistake's hint and the traced part name it
-    for block, words in ((make_block(rotate=clockwise), ("rotary positions", "disagrees is queries")),
-                         (make_block(norm=without_eps), ("RMSNorm: eps", "disagrees is norm1")),
-                         (make_block(residual=False), ("residual connections", "disagrees is attention"))):
-        verdict = check_llama_block_by_hand(block)
+    for step, words in ((make_step(rotate=clockwise), ("rotary positions", "disagrees is queries")),
+                        (make_step(norm=without_eps), ("RMSNorm: eps", "disagrees is norm1")),
+                        (make_step(residual=False), ("residual connections", "disagrees is attention"))):
+        verdict = check_llama_block_step(step)
         assert not verdict and all(w in verdict.message for w in words), verdict.message
 
 
 def test_capstone_with_right_parts_put_together_wrongly_says_so():
     wrong = parts()
-    right_block = wrong["llama_block_by_hand"]
-    wrong["llama_block_by_hand"] = lambda x, params, trace=None: right_block(
-        x, {**params, "norm1.gamma": params["norm3.gamma"], "norm3.gamma": params["norm1.gamma"]}, trace)
-    verdict = check_llama_block_by_hand(wrong)
+    right_step = wrong["llama_block_step"]
+    wrong["llama_block_step"] = lambda x_t, params, keys, values, trace=None: right_step(
+        x_t, {**params, "norm1.gamma": params["norm3.gamma"], "norm3.gamma": params["norm1.gamma"]}, keys, values,
+        trace)
+    verdict = check_llama_block_step(wrong)
     assert not verdict and "Your parts each agree" in verdict.message and "norm1" in verdict.message, verdict.message
 
 
+def test_a_wrong_cache_handed_on_is_named():
+    # the output is right, but the key handed on to the next step has its dimensions reversed
+    def reversed_key(keys, k_new, a):
+        return np.concatenate([keys, k_new[..., ::-1]], axis=1)
+
+    verdict = check_llama_block_step(make_step(hand_on=reversed_key))
+    assert not verdict and "trace['keys'], the cache handed on" in verdict.message, verdict.message
+
+
 def test_capstone_delegating_is_refused_by_name():
-    def module_of(x, params):
-        block = at.DecoderBlock(x.shape[1], params["n_heads"], params["ff.fc1.W"].shape[1], norm_first=True,
-                                activation="swiglu", eps=params["eps"], cross_attention=False, bias=False,
-                                n_kv_heads=params["n_kv_heads"], rotary=True, norm="rms",
-                                rope_base=params["rope_base"]).double()
-        block.load_state_dict({k: torch.as_tensor(params[k]) for k in block.state_dict()})
-        return block
+    from attnbook.exercises.ch22 import _block_of
 
-    def package_block(x, params, trace=None):
+    def package_step(x_t, params, keys, values, trace=None):
+        block, cache = _block_of(params), at.KVCache()
+        if keys.shape[1]:
+            attn = block.self_attn
+            cache.keys[attn], cache.values[attn] = torch.as_tensor(keys)[None], torch.as_tensor(values)[None]
+            cache.seen[attn] = keys.shape[1]
         with torch.no_grad():
-            return module_of(x, params)(torch.as_tensor(x)[None])[0].numpy()
+            return block(torch.as_tensor(x_t).reshape(1, 1, -1), cache=cache)[0, 0].numpy()
 
-    def package_forward(x, params, trace=None):
-        with torch.no_grad():
-            return at.DecoderBlock.forward(module_of(x, params), torch.as_tensor(x)[None])[0].numpy()
-
-    for answer in (package_block, package_forward):
-        verdict = check_llama_block_by_hand(answer)
-        assert not verdict and "DecoderBlock.forward" in verdict.message, verdict.message
-    torch_norm = make_block(norm=lambda x, g, e: at.rms_norm(torch.as_tensor(x), torch.as_tensor(g), e).numpy())
-    verdict = check_llama_block_by_hand(torch_norm)
+    verdict = check_llama_block_step(package_step)
+    assert not verdict and "DecoderBlock.forward" in verdict.message, verdict.message
+    torch_norm = make_step(norm=lambda x, g, e: at.rms_norm(torch.as_tensor(x), torch.as_tensor(g), e).numpy())
+    verdict = check_llama_block_step(torch_norm)
     assert not verdict and "rms_norm" in verdict.message, verdict.message
-    verdict = check_llama_block_by_hand(make_block(rotate=lambda x, p, base, r=None: an.apply_rotary(x, p, base)))
+    verdict = check_llama_block_step(make_step(rotate=lambda x, p, base, o=None: an.apply_rotary(x, p, base)))
     assert not verdict and "apply_rotary" in verdict.message, verdict.message
 
 
+def test_capstone_plausible_wrong_answers_fail():
+    # positions counted from 1, and a whole-cache rotation at the new position (the cache rotated twice)
+    late = make_step(rotate=lambda x, p, base, o=None: rebase_rotary(x, np.asarray(p) + 1, base))
+    verdict = check_llama_block_step(late)
+    assert not verdict and verdict.attempted
+
+    def rotate_everything(x_t, params, keys, values, trace=None):
+        again = np.stack([rebase_rotary(kh, np.full(keys.shape[1], keys.shape[1]), params["rope_base"])
+                          for kh in keys])
+        return make_step()(x_t, params, again, values, trace)
+
+    verdict = check_llama_block_step(rotate_everything)
+    assert not verdict and "not at 0" in verdict.message, verdict.message
+
+
 def test_capstone_takes_the_package_numpy_norm_and_network_but_checks_the_learners_parts():
-    assert check_llama_block_by_hand(make_block(norm=an.rms_norm, ffn=an.swiglu))
-    verdict = check_llama_block_by_hand({"rotate_to": rotate_to, "gqa_by_groups": gqa_by_modulo,
-                                         "llama_block_by_hand": make_block()})
+    assert check_llama_block_step(make_step(norm=an.rms_norm, ffn=an.swiglu))
+    verdict = check_llama_block_step({"rebase_rotary": rebase_rotary, "gqa_by_groups": gqa_by_modulo,
+                                      "llama_block_step": make_step()})
     assert not verdict and "the part `gqa_by_groups` disagrees" in verdict.message, verdict.message
 
 
@@ -314,5 +361,5 @@ def test_capstone_parts_not_attempted_read_as_not_attempted():
     def todo(*args):
         raise NotImplementedError
 
-    verdict = check_llama_block_by_hand(parts(rotate_to=todo))
-    assert not verdict and not verdict.attempted and "rotate_to" in verdict.message
+    verdict = check_llama_block_step(parts(rebase_rotary=todo))
+    assert not verdict and not verdict.attempted and "rebase_rotary" in verdict.message

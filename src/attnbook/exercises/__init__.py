@@ -20,7 +20,7 @@ from attnbook.exercises.ch08 import check_cache_causal_mask, check_padded_attent
 from attnbook.exercises.ch09 import check_head_circuits, check_mha_parameters
 from attnbook.exercises.ch10 import check_dilated_causal_conv
 from attnbook.exercises.ch11 import check_my_mha, check_offset_between, check_position_from_encoding
-from attnbook.exercises.ch21 import check_ring_cache_mask, check_rotate_to
+from attnbook.exercises.ch21 import check_rebase_rotary, check_ring_cache_mask
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
 # chapters' checkers work where PyTorch is not installed.
@@ -53,7 +53,7 @@ _NEED_TORCH = {
     "check_merge_partials": "ch20",
     "check_tiled_backward": "ch20",
     "check_gqa_by_groups": "ch22",
-    "check_llama_block_by_hand": "ch22",
+    "check_llama_block_step": "ch22",
     "check_rms_norm_backward": "ch22",
     "check_rms_norm_fp16": "ch22",
     "check_encode_by_rank": "ch23",
@@ -87,7 +87,7 @@ __all__ = [
     "check_head_circuits",
     "check_influence_by_rows",
     "check_learn_merges_incremental",
-    "check_llama_block_by_hand",
+    "check_llama_block_step",
     "check_log_softmax_rows",
     "check_longest_context",
     "check_loo_predictions",
@@ -107,10 +107,10 @@ __all__ = [
     "check_position_from_encoding",
     "check_pre_norm_block",
     "check_quintic_for_slope",
+    "check_rebase_rotary",
     "check_ring_cache_mask",
     "check_rms_norm_backward",
     "check_rms_norm_fp16",
-    "check_rotate_to",
     "check_smoothed_ce_grad",
     "check_smoothed_masked_loss",
     "check_softmax_rows",

@@ -74,81 +74,106 @@ check_ring_cache_mask = Checker(
     ),
 )
 
-# --- rotating keys that are already rotated -------------------------------------------------------------
+# --- a rotated key cache moved to another base -------------------------------------------------------
 
 
-def _rotate_to_reference(x, positions, base, rotated_at=None):
-    # R(p) R(a)^T = R(p - a): one rotation by the difference
-    return an.apply_rotary(x, _shift(positions, rotated_at), base)
+def _rebase_reference(x, positions, base, old_base=None):
+    # the package's rotation undone at the old base, then done at the new one
+    positions = np.asarray(positions, dtype=float)
+    raw = x if old_base is None else an.apply_rotary(x, -positions, old_base)
+    return an.apply_rotary(raw, positions, base)
 
 
 def _turn(x, shift, base):
     """Rows of x turned by ``shift * theta_i`` in the rotate-half pairing, written out (the mistakes below may
     not call the package's rotation: the checker refuses it in them as in a learner's answer)."""
+    return _turn_by(x, np.outer(shift, _freqs(x.shape[-1], base)))
+
+
+def _freqs(d, base):
+    return 0.0 if base is None else base ** (-np.arange(0, d, 2) / d)
+
+
+def _turn_by(x, a):
     d = x.shape[-1]
-    a = np.outer(shift, base ** (-np.arange(0, d, 2) / d))
     x1, x2 = x[:, : d // 2], x[:, d // 2:]
     return np.concatenate([x1 * np.cos(a) - x2 * np.sin(a), x1 * np.sin(a) + x2 * np.cos(a)], axis=-1)
 
 
-def _shift(positions, rotated_at):
-    return np.asarray(positions, dtype=float) - (0.0 if rotated_at is None else np.asarray(rotated_at))
+def _angles(x, positions, base, old_base):
+    d = x.shape[-1]
+    return np.outer(np.asarray(positions, dtype=float), _freqs(d, base) - _freqs(d, old_base))
 
 
-def _added(x, positions, base, rotated_at=None):
+def _added(x, positions, base, old_base=None):
     return _turn(x, np.asarray(positions, dtype=float), base)  # the old rotation never undone
 
 
-def _difference_reversed(x, positions, base, rotated_at=None):
-    return _turn(x, -_shift(positions, rotated_at), base)
+def _difference_reversed(x, positions, base, old_base=None):
+    return _turn_by(x, -_angles(x, positions, base, old_base))
 
 
-def _interleaved(x, positions, base, rotated_at=None):
-    d = x.shape[-1]
-    a = _shift(positions, rotated_at)[:, None] * base ** (-np.arange(0, d, 2) / d)
+def _bases_divided(x, positions, base, old_base=None):
+    return _turn(x, np.asarray(positions, dtype=float), base / (1.0 if old_base is None else old_base))
+
+
+def _interleaved(x, positions, base, old_base=None):
+    a = _angles(x, positions, base, old_base)
     out = np.empty_like(x)
     out[:, 0::2] = x[:, 0::2] * np.cos(a) - x[:, 1::2] * np.sin(a)
     out[:, 1::2] = x[:, 0::2] * np.sin(a) + x[:, 1::2] * np.cos(a)
     return out
 
 
-def _wrong_frequencies(x, positions, base, rotated_at=None):
-    return _turn(x, _shift(positions, rotated_at), base**0.5)  # base ** (-i / d): the exponent's 2 forgotten
+def _wrong_frequencies(x, positions, base, old_base=None):
+    # base ** (-i / d): the exponent's 2 forgotten
+    return _turn_by(x, _angles(x, positions, base**0.5, None if old_base is None else old_base**0.5))
 
 
-def _rotate_to_cases() -> list[Case]:
+def _rebase_cases() -> list[Case]:
     rng = np.random.default_rng(2121)
-    cases = [Case("x = [[1, 0]] at position 1, not rotated yet, base 10000 (one pair, one radian)",
-                  (np.array([[1.0, 0.0]]), [1], 1e4)),
-             Case("x = [[0, 1]] rotated at position 3, moved to position 1", (np.array([[0.0, 1.0]]), [1], 1e4, [3]))]
-    for T, d, base, positions, rotated_at in (
-            (3, 4, 1e4, [2, 3, 4], None),
-            (5, 8, 1e4, [1, 2, 3, 4, 5], [68, 69, 70, 71, 72]),
-            (4, 16, 100.0, [0, 0, 9, 9], [4, 7, 2, 9]),
-            (6, 8, 1e4, [7, 3, 0, 40, 5, 5], [7, 0, 3, 1, 100, 5])):
-        at = "not rotated yet" if rotated_at is None else f"rotated at {rotated_at}"
-        cases.append(Case(f"random x of shape ({T}, {d}), {at}, to positions {positions}, base {base:g}",
-                          (rng.normal(size=(T, d)), positions, base) + (() if rotated_at is None else (rotated_at,))))
+    cases = [Case("x = [[0, 1, 0, 0]] (pair 1) rotated at position 100 with base 10000, to base 500000",
+                  (an.apply_rotary(np.array([[0.0, 1.0, 0.0, 0.0]]), [100], 1e4), [100], 5e5, 1e4)),
+             Case("x = [[1, 0]] rotated at position 5 with base 10000, to base 500000 (d = 2: one pair)",
+                  (an.apply_rotary(np.array([[1.0, 0.0]]), [5], 1e4), [5], 5e5, 1e4))]
+    for T, d, positions, base, old_base in (
+            (3, 8, [0, 1, 2], 1e4, None),
+            (5, 16, [68, 69, 70, 71, 72], 5e5, 1e4),
+            (4, 8, [4000, 0, 17, 17], 100.0, 1e4),
+            (6, 16, [3, 9, 27, 81, 243, 729], 1e4, 1e4),
+            (3, 64, [1000, 30000, 131071], 1e6, 1e4),
+            (4, 8, [7, 6, 5, 4], 1e4, 5e5)):
+        raw = rng.normal(size=(T, d))
+        if old_base is None:
+            label, x = "not rotated yet", raw
+        else:
+            label, x = f"rotated with base {old_base:g}", an.apply_rotary(raw, positions, old_base)
+        cases.append(Case(f"random keys of shape ({T}, {d}) at positions {positions}, {label}, to base {base:g}",
+                          (x, positions, base) + (() if old_base is None else (old_base,))))
     return cases
 
 
-check_rotate_to = Checker(
-    name="rotate_to",
-    doc="Check ``fn(x, positions, base, rotated_at=None) -> (T, d)``: the rows of ``x`` (``(T, d)``), already "
-        "rotated at ``rotated_at`` (None: not rotated), rotated instead at ``positions``, in chapter 21's "
-        "pairing: pair ``(x_i, x_{i + d/2})`` turned by ``position * base ** (-2 i / d)``.",
-    reference=_rotate_to_reference,
-    cases=_rotate_to_cases(),
+check_rebase_rotary = Checker(
+    name="rebase_rotary",
+    doc="Check ``fn(x, positions, base, old_base=None) -> (T, d)``: the rows of ``x`` (``(T, d)``), rotated at "
+        "``positions`` with frequencies ``old_base ** (-2 i / d)`` (None: not rotated), rotated instead at the "
+        "same positions with ``base``, in chapter 21's pairing: pair ``(x_i, x_{i + d/2})`` turned by "
+        "``position * base ** (-2 i / d)``.",
+    reference=_rebase_reference,
+    cases=_rebase_cases(),
     mistakes=(
-        Mistake(_added, "rotating already-rotated rows adds the angles: undo the rotation at rotated_at (or turn by "
-                "the difference positions - rotated_at)."),
-        Mistake(_difference_reversed, "the rotation turns counter-clockwise, by positions - rotated_at: "
-                "(a, b) goes to (a cos - b sin, a sin + b cos)."),
+        Mistake(_added, "the keys are already rotated with the old base: turning them by position * theta_new "
+                "adds the new angles to the old ones; turn pair i by the difference, p (theta_new_i - "
+                "theta_old_i)."),
+        Mistake(_difference_reversed, "the difference goes from the old angle to the new one: p (theta_new_i - "
+                "theta_old_i), turned counter-clockwise ((a, b) goes to (a cos - b sin, a sin + b cos))."),
+        Mistake(_bases_divided, "the angles subtract, the bases do not divide: base_new ** (-2i/d) - "
+                "base_old ** (-2i/d) is not (base_new / base_old) ** (-2i/d)."),
         Mistake(_interleaved, "this chapter pairs dimension i with i + d/2 (the rotate-half layout), not with i + 1."),
         Mistake(_wrong_frequencies, "the frequencies are base ** (-2 i / d) for pair i = 0 .. d/2 - 1, "
                 "the exponents of chapter 11."),
     ),
-    atol=1e-10,
+    atol=1e-9,
     forbidden=(an.apply_rotary, an.apply_rotary_complex, an.rotate_half, "attnbook.torch.apply_rotary",
                "attnbook.torch.apply_rotary_complex", "attnbook.torch.rotate_half",
                "attnbook.torch.rotary.RotaryTables.forward"),

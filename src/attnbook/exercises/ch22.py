@@ -12,7 +12,7 @@ import attnbook.numpy as an
 import attnbook.torch as at
 from attnbook.exercises._capstone import PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake
-from attnbook.exercises.ch21 import _turn, check_rotate_to
+from attnbook.exercises.ch21 import _turn, check_rebase_rotary
 from attnbook.torch import rms_norm
 
 # The package's and PyTorch's own RMSNorm: each would do the half-precision exercise in one call.
@@ -308,23 +308,27 @@ check_gqa_by_groups = Checker(
     forbidden=_GQA_FORBIDDEN,
 )
 
-# --- the capstone: a Llama-style block from your own parts -------------------------------------------------
+# --- the capstone: a Llama-style block decoding one token at a time against its own cache ----------------
 
-BLOCK_TRACE = ("norm1", "queries", "keys", "attention", "norm2", "output")
+STEP_TRACE = ("norm1", "queries", "keys", "values", "attention", "norm2", "output")
 
-BLOCK_HINTS = {
-    "norm1": "the first RMSNorm: x divided by sqrt(mean of x**2 over the features + eps), times norm1.gamma "
+STEP_HINTS = {
+    "norm1": "the first RMSNorm: x_t divided by sqrt(mean of x_t**2 over the features + eps), times norm1.gamma "
              "(eps inside the root).",
     "queries": "the queries are norm1's output times self_attn.q_proj.W, split into n_heads heads of d_model / "
-               "n_heads columns (head i takes columns i * d_head onwards), each head's (T, d_head) rows rotated "
-               "at positions 0 .. T-1 with base rope_base, pairs (i, i + d_head/2), counter-clockwise.",
-    "keys": "the keys are norm1's output times self_attn.k_proj.W, split into n_kv_heads heads, rotated as the "
-            "queries are; the values are not rotated.",
-    "attention": "the stream after attention is x + (causal grouped-query attention of the rotated heads, query "
-                 "head i with key-value head i // (n_heads / n_kv_heads), heads merged back) times "
+               "n_heads entries (head i takes entries i * d_head onwards), each rotated at position t = the "
+               "number of cached keys, with base rope_base, pairs (i, i + d_head/2), counter-clockwise; shape "
+               "(n_heads, d_head).",
+    "keys": "the cache handed on: the cached keys, unchanged (they are rotated already), with the new key appended "
+            "(norm1's output times self_attn.k_proj.W, n_kv_heads heads, rotated at t); shape (n_kv_heads, t + 1, "
+            "d_head).",
+    "values": "the values handed on: the cached values with the new value appended, not rotated; shape "
+              "(n_kv_heads, t + 1, d_head).",
+    "attention": "the stream after attention is x_t + (the new query attending to every cached key and the new "
+                 "one, query head i with key-value head i // (n_heads / n_kv_heads), heads merged back) times "
                  "self_attn.out_proj.W: the residual is added.",
     "norm2": "the second RMSNorm (its gain is norm3.gamma, the package's name) normalises the stream after "
-             "attention, not x.",
+             "attention, not x_t.",
     "output": "the output is the stream after attention plus (silu(a fc1.W) * (a fc3.W)) fc2.W, with a the second "
               "norm's output: the residual is added again.",
 }
@@ -341,26 +345,34 @@ def _block_of(params: dict) -> torch.nn.Module:
     return block
 
 
-def _block_reference(x, params, trace=None):
-    """The package's block on a ``(T, d_model)`` array; its intermediate results in ``trace`` if asked."""
+def _cache_holding(attn: torch.nn.Module, keys, values) -> at.KVCache:
+    """A package ``KVCache`` that holds ``keys`` and ``values`` (``(h_kv, t, d_head)``) for ``attn``."""
+    cache = at.KVCache()
+    if keys.shape[1]:
+        cache.keys[attn] = torch.as_tensor(np.asarray(keys, dtype=np.float64))[None]
+        cache.values[attn] = torch.as_tensor(np.asarray(values, dtype=np.float64))[None]
+        cache.seen[attn] = keys.shape[1]
+    return cache
+
+
+def _step_reference(x_t, params, keys, values, trace=None):
+    """The package's block on one new token ``x_t`` (``(d_model,)``) through its own key-value cache holding
+    ``keys`` and ``values``; its intermediate results and the cache it hands on in ``trace`` if asked."""
     block = _block_of(params)
-    attn, h, h_kv = block.self_attn, int(params["n_heads"]), int(params["n_kv_heads"])
-    xt = torch.as_tensor(np.asarray(x, dtype=np.float64))[None]
-    T, d = xt.shape[1:]
+    attn, h = block.self_attn, int(params["n_heads"])
+    d, t = x_t.shape[-1], keys.shape[1]
+    xt = torch.as_tensor(np.asarray(x_t, dtype=np.float64)).reshape(1, 1, d)
     with torch.no_grad():
-        out = block(xt)
+        out = block(xt, cache=_cache_holding(attn, keys, values))
         if trace is not None:
+            cache = _cache_holding(attn, keys, values)
             a = block.norm1(xt)
-
-            def heads(y, n):
-                return y.view(1, T, n, d // h).transpose(1, 2)
-
-            after = xt + attn(a, causal=True)[0]
-            trace.update(norm1=a[0], queries=attn.rope(heads(attn.q_proj(a), h), 0)[0],
-                         keys=attn.rope(heads(attn.k_proj(a), h_kv), 0)[0], attention=after[0],
-                         norm2=block.norm3(after)[0], output=out[0])
-            trace.update({key: value.numpy() for key, value in trace.items() if key in BLOCK_TRACE})
-    return out[0].numpy()
+            after = xt + attn(a, causal=True, cache=cache)[0]
+            q = attn.rope(attn.q_proj(a).view(1, 1, h, d // h).transpose(1, 2), t)  # (1, h, 1, d_head)
+            trace.update(norm1=a[0, 0], queries=q[0, :, 0], keys=cache.keys[attn][0], values=cache.values[attn][0],
+                         attention=after[0, 0], norm2=block.norm3(after)[0, 0], output=out[0, 0])
+            trace.update({key: value.numpy() for key, value in trace.items() if key in STEP_TRACE})
+    return out[0, 0].numpy()
 
 
 def _random_block(seed: int, d: int, h: int, h_kv: int, d_ff: int, eps: float, base: float) -> dict:
@@ -376,131 +388,164 @@ def _random_block(seed: int, d: int, h: int, h_kv: int, d_ff: int, eps: float, b
     return params
 
 
-def _block_cases() -> list[Case]:
+def _step_cases() -> list[Case]:
     cases = []
-    for seed, (T, d, h, h_kv, d_ff, eps, base, scale) in enumerate((
-            (5, 8, 2, 1, 12, 1e-5, 1e4, 1.0), (7, 16, 4, 2, 20, 0.1, 1e4, 1.0),
-            (6, 12, 3, 3, 16, 1e-5, 100.0, 1.0), (1, 8, 4, 2, 8, 1e-5, 1e4, 1.0),
-            (4, 8, 2, 2, 10, 1e-2, 1e4, 0.05))):
+    for seed, (t, d, h, h_kv, d_ff, eps, base, scale) in enumerate((
+            (4, 8, 2, 1, 12, 1e-5, 1e4, 1.0), (0, 8, 2, 1, 12, 1e-5, 1e4, 1.0),
+            (6, 16, 4, 2, 20, 0.1, 1e4, 1.0), (5, 12, 3, 3, 16, 1e-5, 100.0, 1.0),
+            (1, 8, 4, 2, 8, 1e-5, 1e4, 1.0), (9, 16, 4, 1, 12, 1e-5, 1e4, 1.0),
+            (40, 8, 2, 2, 10, 1e-2, 5e5, 0.05))):
         params = _random_block(2230 + seed, d, h, h_kv, d_ff, eps, base)
-        x = scale * np.random.default_rng(seed).normal(size=(T, d))
-        cases.append(Case(f"x of shape ({T}, {d}) (scale {scale:g}); {h} query heads, {h_kv} key-value head(s), "
-                          f"d_ff={d_ff}, eps={eps:g}, rope_base={base:g}", (x, params)))
+        x = scale * np.random.default_rng(seed).normal(size=(t + 1, d))
+        block = _block_of(params)
+        cache = at.KVCache()
+        if t:
+            with torch.no_grad():  # the package's own cache after the first t tokens
+                block(torch.as_tensor(x[None, :t]), cache=cache)
+            keys, values = (c[block.self_attn][0].numpy() for c in (cache.keys, cache.values))
+        else:
+            keys = values = np.zeros((h_kv, 0, d // h))
+        cases.append(Case(f"token {t} of a text (scale {scale:g}), its cache holding {t} position(s); d_model={d}, "
+                          f"{h} query heads, {h_kv} key-value head(s), d_ff={d_ff}, eps={eps:g}, rope_base={base:g}",
+                          (x[t], params, keys, values)))
     return cases
 
 
-def _block_variant(x, params, *, sign=1.0, eps=True, residual=True, kv_by_modulo=False, rotate_values=False,
-                   second_norm_on_x=False, causal=True):
-    """The block in NumPy, written out, with one thing changed: the typical mistakes (they may not call the
-    package's norm, rotation or network, which the checker refuses in them as in a learner's answer)."""
+def _step_variant(x_t, params, keys, values, *, sign=1.0, at_zero=False, rotate_new_key=True, sees_itself=True,
+                  eps=True, residual=True, kv_by_modulo=False, rotate_values=False, second_norm_on_x=False):
+    """One step of the block in NumPy, written out, with one thing changed: the typical mistakes (they may not
+    call the package's norm, rotation or network, which the checker refuses in them as in a learner's answer)."""
     p = params
-    T, d = x.shape
+    d = x_t.shape[-1]
     h, h_kv = int(p["n_heads"]), int(p["n_kv_heads"])
+    dh, t, base = d // h, keys.shape[1], float(p["rope_base"])
     e = float(p["eps"]) if eps else 0.0
-    pos = sign * np.arange(T)
+    pos = np.array([0.0 if at_zero else sign * t])
 
     def norm(y, gamma):
         return y / np.sqrt((y * y).mean(axis=-1, keepdims=True) + e) * gamma
 
-    def heads(y, n, rotate=True):
-        y = y.reshape(T, n, d // h).transpose(1, 0, 2)
-        return np.stack([_turn(yh, pos, float(p["rope_base"])) for yh in y]) if rotate else y
+    def heads(y, n, rotate=True):  # (n d_head,) -> (n, 1, d_head)
+        y = y.reshape(n, 1, dh)
+        return np.stack([_turn(yh, pos, base) for yh in y]) if rotate else y
 
-    a = norm(x, p["norm1.gamma"])
-    q, k = heads(a @ p["self_attn.q_proj.W"], h), heads(a @ p["self_attn.k_proj.W"], h_kv)
+    a = norm(x_t, p["norm1.gamma"])
+    q = heads(a @ p["self_attn.q_proj.W"], h)
+    k = heads(a @ p["self_attn.k_proj.W"], h_kv, rotate=rotate_new_key)
     v = heads(a @ p["self_attn.v_proj.W"], h_kv, rotate=rotate_values)
+    K = np.concatenate([keys, k], axis=1) if sees_itself else keys
+    V = np.concatenate([values, v], axis=1) if sees_itself else values
     kv_of = np.arange(h) % h_kv if kv_by_modulo else np.arange(h) // (h // h_kv)
-    mask = an.causal_mask(T) if causal else None
-    o = an.scaled_dot_product_attention(q, k[kv_of], v[kv_of], mask=mask)[0].transpose(1, 0, 2).reshape(T, d)
-    after = (x if residual else 0) + o @ p["self_attn.out_proj.W"]
-    a = norm(x if second_norm_on_x else after, p["norm3.gamma"])
+    s = q @ np.swapaxes(K[kv_of], -1, -2) / np.sqrt(dh)  # (h, 1, T_k)
+    w = np.exp(s - s.max(axis=-1, keepdims=True, initial=-np.inf))  # no keys at all: no weights
+    o = (w / w.sum(axis=-1, keepdims=True) @ V[kv_of]).reshape(d)
+    after = (x_t if residual else 0) + o @ p["self_attn.out_proj.W"]
+    a = norm(x_t if second_norm_on_x else after, p["norm3.gamma"])
     gate = a @ p["ff.fc1.W"]
     return (after if residual else 0) + (gate / (1 + np.exp(-gate)) * (a @ p["ff.fc3.W"])) @ p["ff.fc2.W"]
 
 
-def _rotated_clockwise(x, params, trace=None):
-    return _block_variant(x, params, sign=-1.0)
+def _step_mistake(name: str, **change):
+    """A typical mistake: one step of the block with ``change`` made (see ``_step_variant``)."""
+    def mistake(x_t, params, keys, values, trace=None):
+        return _step_variant(x_t, params, keys, values, **change)
+
+    mistake.__name__ = mistake.__qualname__ = name
+    return mistake
 
 
-def _norm_without_eps(x, params, trace=None):
-    return _block_variant(x, params, eps=False)
+_rotated_at_zero = _step_mistake("_rotated_at_zero", at_zero=True)
+_new_key_not_rotated = _step_mistake("_new_key_not_rotated", rotate_new_key=False)
+_itself_not_seen = _step_mistake("_itself_not_seen", sees_itself=False)
+_rotated_clockwise = _step_mistake("_rotated_clockwise", sign=-1.0)
+_norm_without_eps = _step_mistake("_norm_without_eps", eps=False)
+_no_residual = _step_mistake("_no_residual", residual=False)
+_kv_heads_by_modulo = _step_mistake("_kv_heads_by_modulo", kv_by_modulo=True)
+_values_rotated = _step_mistake("_values_rotated", rotate_values=True)
+_second_norm_on_input = _step_mistake("_second_norm_on_input", second_norm_on_x=True)
 
 
-def _no_residual(x, params, trace=None):
-    return _block_variant(x, params, residual=False)
-
-
-def _kv_heads_by_modulo(x, params, trace=None):
-    return _block_variant(x, params, kv_by_modulo=True)
-
-
-def _values_rotated(x, params, trace=None):
-    return _block_variant(x, params, rotate_values=True)
-
-
-def _second_norm_on_input(x, params, trace=None):
-    return _block_variant(x, params, second_norm_on_x=True)
-
-
-def _block_not_causal(x, params, trace=None):
-    return _block_variant(x, params, causal=False)
-
-
-def _first_block_disagreement(fn, case: Case, call) -> str | None:
-    """Run the learner's block with a trace and name the first part whose values differ from the package's."""
-    x, params = case.args
+def _traced(case: Case, call) -> tuple[dict, dict]:
+    """The package's trace and the learner's on one case."""
+    x_t, params, keys, values = case.args
     expected: dict = {}
-    _block_reference(x, params, trace=expected)
+    _step_reference(x_t, params, keys, values, trace=expected)
     got: dict = {}
-    call(x.copy(), dict(params), got)
+    call(x_t.copy(), dict(params), keys.copy(), values.copy(), got)
+    return expected, got
+
+
+def _differs(value, expected) -> bool:
+    try:
+        value = np.asarray(value, dtype=np.float64)
+        return not (value.shape == expected.shape and np.allclose(value, expected, atol=1e-8, rtol=1e-6))
+    except (TypeError, ValueError):
+        return True
+
+
+def _first_step_disagreement(fn, case: Case, call) -> str | None:
+    """Run the learner's step with a trace and name the first part whose values differ from the package's."""
+    expected, got = _traced(case, call)
     if not got:
-        return (f"To find the part that disagrees, fill the dict passed as `trace` (keys {', '.join(BLOCK_TRACE)}).")
-    for key in BLOCK_TRACE:
-        if key not in got:
-            continue
-        try:
-            value = np.asarray(got[key], dtype=np.float64)
-            same = value.shape == expected[key].shape and np.allclose(value, expected[key], atol=1e-8, rtol=1e-6)
-        except (TypeError, ValueError):
-            same = False
-        if not same:
-            return f"The first part that disagrees is {key}: {BLOCK_HINTS[key]}"
+        return (f"To find the part that disagrees, fill the dict passed as `trace` (keys {', '.join(STEP_TRACE)}).")
+    for key in STEP_TRACE:
+        if key in got and _differs(got[key], expected[key]):
+            return f"The first part that disagrees is {key}: {STEP_HINTS[key]}"
     return "Every traced part agrees with the package's: trace the parts you left out."
 
 
-check_llama_block_by_hand = PartsChecker(
-    name="llama_block_by_hand",
-    doc="Check ``fn(x, params, trace=None) -> (T, d_model)``: the package's Llama-style decoder block (pre-norm "
-        "RMSNorm, rotary grouped-query causal attention, SwiGLU, no biases) on a ``(T, d_model)`` NumPy array, "
-        "its weights in the dict ``params`` (the block's state dict as NumPy arrays, with ``n_heads``, "
-        "``n_kv_heads``, ``eps`` and ``rope_base``). If ``trace`` is a dict, fill it with "
-        + ", ".join(f"``{k}``" for k in BLOCK_TRACE) + " so that a disagreement is traced to its part. The "
-        "package's NumPy ``rms_norm`` and ``swiglu`` may be used; its rotations, attention and modules may not. Pass "
-        "a dict of your parts (``rotate_to``, ``gqa_by_groups``, ``llama_block_by_hand``) to have each checked "
+def _cache_handed_on(fn, case: Case, call) -> str | None:
+    """Once the output agrees: the cache the learner hands on in ``trace`` (if any) must be the package's."""
+    expected, got = _traced(case, call)
+    for key in ("keys", "values"):
+        if key in got and _differs(got[key], expected[key]):
+            return (f"the output is right, but trace[{key!r}], the cache handed on to the next token, is not "
+                    f"(input: {case.label}): {STEP_HINTS[key]}")
+    return None
+
+
+check_llama_block_step = PartsChecker(
+    name="llama_block_step",
+    doc="Check ``fn(x_t, params, keys, values, trace=None) -> (d_model,)``: the package's Llama-style decoder "
+        "block (pre-norm RMSNorm, rotary grouped-query causal attention, SwiGLU, no biases) on one new token "
+        "``x_t`` at position t = ``keys.shape[1]``, its key-value cache ``keys`` and ``values`` of shape "
+        "``(n_kv_heads, t, d_head)`` (keys rotated at their positions), its weights in the dict ``params`` (the "
+        "block's state dict as NumPy arrays, with ``n_heads``, ``n_kv_heads``, ``eps`` and ``rope_base``). If "
+        "``trace`` is a dict, fill it with " + ", ".join(f"``{k}``" for k in STEP_TRACE) + " (``keys`` and "
+        "``values``: the cache with the new token appended, handed on to the next step). The package's NumPy "
+        "``rms_norm`` and ``swiglu`` may be used; its rotations, attention, cache and modules may not. Pass a "
+        "dict of your parts (``rebase_rotary``, ``gqa_by_groups``, ``llama_block_step``) to have each checked "
         "before the whole.",
-    reference=_block_reference,
-    cases=_block_cases(),
+    reference=_step_reference,
+    cases=_step_cases(),
     mistakes=(
+        Mistake(_rotated_at_zero, "the new token sits at position t, the number of keys already cached "
+                "(keys.shape[1]): rotate its query and key at t, not at 0, and leave the cached keys as they are, "
+                "rotated once at their own positions (rotating them again at t has the same effect)."),
+        Mistake(_new_key_not_rotated, "the cache holds keys rotated at their own positions, and the query meets "
+                "them all: rotate the new key at t before appending it."),
+        Mistake(_itself_not_seen, "append the new key and value to the cache before attending: the new token "
+                "attends to itself too."),
         Mistake(_rotated_clockwise, "rotary positions: the queries and keys are rotated counter-clockwise, by "
-                "+position * theta_i (check your rotate_to)."),
+                "+position * theta_i (check your rebase_rotary)."),
         Mistake(_norm_without_eps, "RMSNorm: eps goes inside the square root, added to the mean square."),
         Mistake(_no_residual, "the residual connections: each sublayer's output is ADDED to the stream "
-                "(x + attention(norm1(x)), then h + ffn(norm2(h)))."),
+                "(x_t + attention(norm1(x_t)), then h + ffn(norm2(h)))."),
         Mistake(_kv_heads_by_modulo, "grouped-query attention: query head i uses key-value head i // (n_heads / "
                 "n_kv_heads), heads in a row sharing one."),
         Mistake(_values_rotated, "rotary positions rotate the queries and keys only: the values are not rotated."),
         Mistake(_second_norm_on_input, "the second norm: it normalises the stream after attention, not the "
                 "block's input."),
-        Mistake(_block_not_causal, "the attention is causal: each position sees only itself and the ones before."),
     ),
     atol=1e-8,
     rtol=1e-6,
     forbidden=(at.DecoderBlock.forward, at.MultiHeadAttention.forward, at.SwiGLU.forward, at.RMSNorm.forward,
-               at.GPT.forward, "attnbook.torch.rotary.RotaryTables.forward", *_GQA_FORBIDDEN, an.apply_rotary,
-               an.apply_rotary_complex, an.rotate_half, "attnbook.torch.apply_rotary",
+               at.GPT.forward, at.KVCache.update, "attnbook.torch.rotary.RotaryTables.forward", *_GQA_FORBIDDEN,
+               an.apply_rotary, an.apply_rotary_complex, an.rotate_half, "attnbook.torch.apply_rotary",
                "attnbook.torch.apply_rotary_complex", "attnbook.torch.rotate_half", "attnbook.torch.swiglu",
                rms_norm, "torch.nn.functional.rms_norm", "torch.rms_norm"),
     # the learner's own earlier functions; the norm and the network are the package's NumPy ones
-    parts=(("rotate_to", check_rotate_to), ("gqa_by_groups", check_gqa_by_groups)),
-    diagnose=_first_block_disagreement,
+    parts=(("rebase_rotary", check_rebase_rotary), ("gqa_by_groups", check_gqa_by_groups)),
+    diagnose=_first_step_disagreement,
+    extra=_cache_handed_on,
 )
