@@ -1,6 +1,6 @@
-"""Chapter 17's checkers: answers computed another way pass; delegating answers, a generation loop that runs
-the whole text again at every step, and training loops with a detail of the recipe wrong are refused, with
-the reason or the part named."""
+"""Chapter 17's checkers: answers computed another way pass; delegating answers, speculative decoding that
+calls the target more often than its rounds need or without its cache, and training loops with a detail of
+the recipe wrong are refused, with the reason or the part named."""
 
 import copy
 import math
@@ -9,88 +9,169 @@ import torch
 import torch.nn.functional as F
 
 import attnbook.torch as at
-from attnbook.exercises import check_generate_cached, check_train_loop_by_hand
-from attnbook.exercises.ch17 import _PARTS, _greedy_cached
+from attnbook.exercises import check_speculative_greedy, check_train_loop_by_hand
+from attnbook.exercises.ch17 import (
+    _PARTS,
+    _draft_token_kept,
+    _greedy,
+    _keep,
+    _no_target_rollback,
+    _rounds,
+    _speculative,
+)
 from attnbook.training.lm import train_gpt
 from attnbook.training.schedule import lr_at
 from attnbook.training.trainer import optimizer_step
 
-# --- generation with the cache ----------------------------------------------------------------------------
+# --- greedy speculative decoding ---------------------------------------------------------------------------
 
 
-def cached_by_hand(model, idx, n_new):
-    cache = at.KVCache()
+def speculative_by_hand(target, draft, idx, n_new, k):
+    """Another way: counters of what each cache holds, and a rolled-back cache rebuilt as a new KVCache."""
+
+    def rebuilt(cache, length):
+        fresh = at.KVCache()
+        for module in cache.keys:
+            fresh.keys[module] = cache.keys[module][:, :, :length].clone()
+            fresh.values[module] = cache.values[module][:, :, :length].clone()
+            fresh.seen[module] = length
+        return fresh
+
+    t_cache, d_cache, t_len, d_len = at.KVCache(), at.KVCache(), 0, 0
+    text = idx[0].tolist()
+    goal = len(text) + n_new
     with torch.no_grad():
-        logits = model(idx, cache=cache)[:, -1]
-        out = [idx]
-        for step in range(n_new):
-            next_id = torch.max(logits, dim=-1).indices[:, None]  # another argmax
-            out.append(next_id)
-            if step + 1 < n_new:
-                logits = model(ids=next_id, cache=cache)[:, -1]
-    return torch.cat(out, dim=1)
+        while len(text) < goal:
+            guesses = []
+            for _ in range(min(k, goal - len(text) - 1)):
+                feed = (text + guesses)[d_len:]
+                d_len += len(feed)
+                guesses.append(int(torch.max(draft(torch.tensor([feed]), cache=d_cache)[0, -1], dim=-1).indices))
+            feed = (text + guesses)[t_len:]
+            picks = target(torch.tensor([feed]), cache=t_cache)[0, len(feed) - len(guesses) - 1:].argmax(-1).tolist()
+            kept = 0
+            while kept < len(guesses) and guesses[kept] == picks[kept]:
+                kept += 1
+            text += guesses[:kept] + [picks[kept]]
+            t_len = len(text) - 1
+            t_cache = rebuilt(t_cache, t_len)
+            d_len = min(d_len, t_len)
+            d_cache = rebuilt(d_cache, d_len)
+    return torch.tensor([text])
 
 
-def test_reference_gives_the_uncached_greedy_tokens():
-    for case in check_generate_cached.cases:
-        model, idx, n_new = copy.deepcopy(case.args)
-        assert torch.equal(_greedy_cached(model, idx, n_new), at.generate(model, idx, n_new, greedy=True))
+def test_the_reference_and_the_cases():
+    for case in check_speculative_greedy.cases:
+        args = copy.deepcopy(case.args)
+        assert torch.equal(_speculative(*copy.deepcopy(args)), _greedy(*copy.deepcopy(args)))
+    rounds = {case.label: _rounds(*copy.deepcopy(case.args)) for case in check_speculative_greedy.cases}
+    n_new = {case.label: case.args[3] for case in check_speculative_greedy.cases}
+    fickle = next(label for label in rounds if "every third" in label)
+    assert 1 < n_new[fickle] / rounds[fickle] < 4  # the draft agrees often, and not always
+    assert sum(rounds[label] < n_new[label] for label in rounds) >= 5
 
 
-def test_generate_cached_by_hand_passes():
-    assert check_generate_cached(cached_by_hand)
+def test_speculative_by_hand_passes():
+    assert check_speculative_greedy(speculative_by_hand)
+    assert check_speculative_greedy(lambda *args: _speculative(*args))
 
 
-def test_generate_cached_that_reruns_the_whole_text_is_refused_with_the_reason():
-    def rerun(model, idx, n_new):
-        with torch.no_grad():
-            for _ in range(n_new):
-                idx = torch.cat([idx, model(idx)[:, -1].argmax(-1, keepdim=True)], dim=1)
-        return idx
-
-    verdict = check_generate_cached(rerun)
-    assert not verdict and "fed the model" in verdict.message and "newest token" in verdict.message
-
-    def rerun_with_cache_unused(model, idx, n_new):  # a cache made, but each step still runs everything
-        for _ in range(n_new):
-            logits = model(idx, cache=at.KVCache())
-            idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-        return idx
-
-    verdict = check_generate_cached(rerun_with_cache_unused)
-    assert not verdict and "newest token" in verdict.message
-
-
-def test_generate_cached_that_feeds_the_last_token_is_refused():
-    def one_call_too_many(model, idx, n_new):
+def test_plain_cached_greedy_is_refused_for_its_calls():
+    def plain(target, draft, idx, n_new, k):
         cache = at.KVCache()
-        logits = model(idx, cache=cache)[:, -1]
-        for _ in range(n_new):
-            next_id = logits.argmax(-1, keepdim=True)
-            idx = torch.cat([idx, next_id], dim=1)
-            logits = model(next_id, cache=cache)[:, -1]
+        with torch.no_grad():
+            logits = target(idx, cache=cache)[:, -1]
+            for step in range(n_new):
+                next_id = logits.argmax(-1, keepdim=True)
+                idx = torch.cat([idx, next_id], dim=1)
+                if step + 1 < n_new:
+                    logits = target(next_id, cache=cache)[:, -1]
         return idx
 
-    verdict = check_generate_cached(one_call_too_many)
-    assert not verdict and "never fed back in" in verdict.message
+    verdict = check_speculative_greedy(plain)
+    assert not verdict and "the target was called 12 times" in verdict.message and "ONE call" in verdict.message
 
 
-def test_generate_cached_delegating_is_refused_by_name():
-    verdict = check_generate_cached(lambda model, idx, n: at.generate(model, idx, n, greedy=True, use_cache=True))
+def test_checking_the_proposals_one_by_one_is_refused():
+    def one_by_one(target, draft, idx, n_new, k):
+        t_cache, d_cache = at.KVCache(), at.KVCache()
+        out, end = idx, idx.shape[1] + n_new
+        with torch.no_grad():
+            while out.shape[1] < end:
+                guess = draft(out[:, d_cache.length:], cache=d_cache)[:, -1].argmax(-1, keepdim=True)
+                pick = target(out[:, t_cache.length:], cache=t_cache)[:, -1].argmax(-1, keepdim=True)
+                out = torch.cat([out, pick], dim=1)
+                if not torch.equal(guess, pick):
+                    _keep(d_cache, out.shape[1] - 2)
+        return out
+
+    verdict = check_speculative_greedy(one_by_one)
+    assert not verdict and "the target was called" in verdict.message
+
+
+def test_a_target_without_its_cache_is_refused():
+    def rerun(target, draft, idx, n_new, k):
+        return _speculative(_Uncached(target), draft, idx, n_new, k)
+
+    class _Uncached:  # runs the whole text at each check, the cache left empty
+        def __init__(self, model):
+            self.model, self.seen = model, None
+
+        def __call__(self, ids, cache=None):
+            self.seen = ids if self.seen is None else torch.cat([self.seen[:, :cache.length], ids], dim=1)
+            cache.keys.clear()
+            return self.model(self.seen)
+
+    verdict = check_speculative_greedy(rerun)
+    assert not verdict and "without its cache" in verdict.message
+
+
+def test_the_typical_mistakes_are_named():
+    verdict = check_speculative_greedy(_no_target_rollback)
+    assert not verdict and "still holds the keys and values of the proposals it rejected" in verdict.message
+    verdict = check_speculative_greedy(_draft_token_kept)
+    assert not verdict and "the target's own greedy choice" in verdict.message
+
+
+def test_delegating_is_refused_by_name():
+    verdict = check_speculative_greedy(lambda target, draft, idx, n, k: at.generate(target, idx, n, greedy=True))
     assert not verdict and "generate" in verdict.message
 
-    def by_sample_next(model, idx, n_new):
-        cache = at.KVCache()
-        logits = model(idx, cache=cache)[:, -1]
-        for step in range(n_new):
-            next_id = at.sample_next(logits, greedy=True)
-            idx = torch.cat([idx, next_id], dim=1)
-            if step + 1 < n_new:
-                logits = model(next_id, cache=cache)[:, -1]
-        return idx
+    def by_sample_next(target, draft, idx, n_new, k):
+        out = idx
+        with torch.no_grad():
+            for _ in range(n_new):
+                out = torch.cat([out, at.sample_next(target(out)[:, -1], greedy=True)], dim=1)
+        return out
 
-    verdict = check_generate_cached(by_sample_next)
+    verdict = check_speculative_greedy(by_sample_next)
     assert not verdict and "sample_next" in verdict.message
+
+
+def test_choices_read_one_position_late_are_refused():
+    # A plausible slip: the target's logit for "after the i-th proposal" taken from the position after it.
+    def late(target, draft, idx, n_new, k):
+        t_cache, d_cache = at.KVCache(), at.KVCache()
+        out, end = idx, idx.shape[1] + n_new
+        with torch.no_grad():
+            while out.shape[1] < end:
+                m = min(k, end - out.shape[1] - 1)
+                proposal = out
+                for _ in range(m):
+                    logits = draft(proposal[:, d_cache.length:], cache=d_cache)[:, -1]
+                    proposal = torch.cat([proposal, logits.argmax(-1, keepdim=True)], dim=1)
+                n = out.shape[1]
+                logits = target(proposal[:, t_cache.length:], cache=t_cache)[0]
+                choice = torch.cat([logits[-m:], logits[-1:]]).argmax(-1) if m else logits[-1:].argmax(-1)
+                j = 0
+                while j < m and proposal[0, n + j] == choice[j]:
+                    j += 1
+                out = torch.cat([out, proposal[:, n:n + j], choice[None, j:j + 1]], dim=1)
+                _keep(t_cache, out.shape[1] - 1)
+                _keep(d_cache, min(d_cache.length, out.shape[1] - 1))
+        return out
+
+    assert not check_speculative_greedy(late)
 
 
 # --- the capstone -----------------------------------------------------------------------------------------

@@ -1,31 +1,63 @@
 """Chapter 23's checkers accept answers computed another way and reject the typical mistakes by name."""
 
+import heapq
 from collections import Counter
 
 from attnbook.data.bpe import BPETokenizer, learn_merges, merge_pair, pair_counts
-from attnbook.exercises import check_encode_by_rank, check_learn_merges_incremental
-from attnbook.exercises.ch23 import _rank_cases
+from attnbook.exercises import check_encode_with_heap, check_learn_merges_incremental
+from attnbook.exercises.ch23 import (
+    _LOOKUPS_PER_BYTE,
+    _heap_encode,
+    _latest_first,
+    _leftmost_first,
+    _merges_of,
+    _rank_cases,
+    _stale_entries_merged,
+    _ties_from_the_right,
+)
 
 
-def in_merge_order(word, merges):
-    """Every merge applied once, in the order learned: the same tokens as merging by rank."""
+def heap_with_versions(word, ranks):
+    """A heap answer written another way: tokens in a dict keyed by position, stale entries found by a version
+    number per position, and `in` before `[]` (two lookups per pair)."""
+    tokens = dict(enumerate(word.encode("utf-8")))
+    nxt = {i: i + 1 for i in tokens}
+    prv = {i: i - 1 for i in tokens}
+    version = dict.fromkeys(tokens, 0)
+    heap = []
+
+    def push(i):
+        j = nxt.get(i)
+        if i in tokens and j in tokens and (pair := (tokens[i], tokens[j])) in ranks:
+            heapq.heappush(heap, (ranks[pair], i, version[i], version[j]))
+
+    for i in list(tokens):
+        push(i)
+    while heap:
+        rank, i, vi, vj = heapq.heappop(heap)
+        j = nxt.get(i)
+        if i not in tokens or j not in tokens or version[i] != vi or version[j] != vj:
+            continue
+        tokens[i] = 256 + rank
+        version[i] += 1
+        del tokens[j]
+        nxt[i] = nxt[j]
+        if nxt[i] in tokens:
+            prv[nxt[i]] = i
+        push(prv[i])
+        push(i)
+    return [tokens[i] for i in sorted(tokens)]
+
+
+def rule_as_written(word, ranks):
+    """The chapter's rule read literally: every adjacent pair looked up again after each merge."""
     ids = list(word.encode("utf-8"))
-    for k, (a, b) in enumerate(merges):
-        text = "".join(chr(0x1000 + i) for i in ids)
-        ids = [ord(c) - 0x1000 for c in text.replace(chr(0x1000 + a) + chr(0x1000 + b), chr(0x1000 + 256 + k))]
+    while len(ids) > 1:
+        pair = min(zip(ids, ids[1:], strict=False), key=lambda p: ranks.get(p, len(ranks)))
+        if pair not in ranks:
+            break
+        ids = merge_pair(ids, pair, 256 + ranks[pair])
     return ids
-
-
-def by_rank_one_occurrence_at_a_time(word, merges):
-    """By rank, merging one occurrence at a time: the leftmost occurrence of the best pair, then again."""
-    rank = {tuple(p): k for k, p in enumerate(merges)}
-    ids = list(word.encode("utf-8"))
-    while True:
-        found = [(rank[(a, b)], i) for i, (a, b) in enumerate(zip(ids, ids[1:], strict=False)) if (a, b) in rank]
-        if not found:
-            return ids
-        k, i = min(found)
-        ids[i:i + 2] = [256 + k]
 
 
 def recount_with_counter(chunks, n_merges, pick=lambda counts: min(counts, key=lambda p: (-counts[p], p))):
@@ -51,48 +83,53 @@ def recount_with_counter(chunks, n_merges, pick=lambda counts: min(counts, key=l
 
 
 def test_answers_computed_another_way_pass():
-    assert check_encode_by_rank(in_merge_order)
-    assert check_encode_by_rank(by_rank_one_occurrence_at_a_time)
+    assert check_encode_with_heap(heap_with_versions)
+    assert check_encode_with_heap(_heap_encode)
     assert check_learn_merges_incremental(recount_with_counter)
 
 
-def test_the_cases_include_a_word_where_leftmost_merging_differs():
-    for case in _rank_cases():
-        word, merges = case.args
-        assert BPETokenizer(merges).merges == [tuple(p) for p in merges]
-        assert all(BPETokenizer(merges).ranks[tuple(p)][1] == 256 + k for k, p in enumerate(merges))
-    assert any("lowest" in case.label for case in _rank_cases())
+def test_the_cases_cover_ties_no_merges_accents_and_a_long_chunk():
+    cases = _rank_cases()
+    for case in cases:
+        word, ranks = case.args
+        merges = _merges_of(ranks)
+        assert all(BPETokenizer(merges).ranks[p][1] == 256 + k for k, p in enumerate(merges))
+    words = [case.args[0] for case in cases]
+    assert " lowest" in words and "aaaa" in words and " naïve" in words
+    assert any(len(case.args[1]) == 0 for case in cases)
+    long_word, ranks = max((case.args for case in cases), key=lambda args: len(args[0]))
+    # the rule as written needs many times more lookups than the limit there; the heap stays far below it
+    rule_as_written(long_word, ranks)
+    assert ranks.lookups > 5 * _LOOKUPS_PER_BYTE * len(long_word)
+    ranks.lookups = 0
+    heap_with_versions(long_word, ranks)
+    assert ranks.lookups <= 2 * 3 * len(long_word)
 
 
-def test_merging_the_first_pair_found_from_the_left_is_named():
-    def leftmost(word, merges):
-        rank = {tuple(p): k for k, p in enumerate(merges)}
-        ids = list(word.encode("utf-8"))
-        while True:
-            i = next((i for i, p in enumerate(zip(ids, ids[1:], strict=False)) if p in rank), None)
-            if i is None:
-                return ids
-            ids = merge_pair(ids, (ids[i], ids[i + 1]), 256 + rank[(ids[i], ids[i + 1])])
-
-    verdict = check_encode_by_rank(leftmost)
-    assert not verdict and "learned earliest among those present" in verdict.message
+def test_the_rule_as_written_is_refused_for_its_lookups():
+    verdict = check_encode_with_heap(rule_as_written)
+    assert not verdict and "the tokens are right" in verdict.message and "looked up" in verdict.message
+    assert "heap" in verdict.message
 
 
-def test_the_latest_merge_first_is_named():
-    def latest(word, merges):
-        rank = {tuple(p): k for k, p in enumerate(merges)}
-        ids = list(word.encode("utf-8"))
-        while present := [p for p in zip(ids, ids[1:], strict=False) if p in rank]:
-            pair = max(present, key=rank.get)
-            ids = merge_pair(ids, pair, 256 + rank[pair])
-        return ids
+def test_ranks_cannot_be_copied_to_escape_the_count():
+    def copied(word, ranks):
+        return rule_as_written(word, dict(ranks))
 
-    verdict = check_encode_by_rank(latest)
-    assert not verdict and "lowest rank" in verdict.message
+    verdict = check_encode_with_heap(copied)
+    assert not verdict and "cannot be listed or copied" in verdict.message
+
+
+def test_the_typical_mistakes_are_named():
+    for mistake, words in ((_ties_from_the_right, "left to right"), (_stale_entries_merged, "stale"),
+                           (_leftmost_first, "learned earliest among those present"),
+                           (_latest_first, "lowest rank")):
+        verdict = check_encode_with_heap(mistake)
+        assert not verdict and words in verdict.message, mistake.__name__
 
 
 def test_delegating_to_the_tokenizer_is_refused_by_name():
-    verdict = check_encode_by_rank(lambda word, merges: BPETokenizer(merges).encode_list(word))
+    verdict = check_encode_with_heap(lambda word, ranks: BPETokenizer(_merges_of(ranks)).encode_list(word))
     assert not verdict and "BPETokenizer.encode_list" in verdict.message
     verdict = check_learn_merges_incremental(lambda chunks, n: learn_merges(chunks, n))
     assert not verdict and "learn_merges" in verdict.message
@@ -107,18 +144,26 @@ def test_delegating_to_the_tokenizer_is_refused_by_name():
     assert not verdict and "pair_counts" in verdict.message
 
 
-def test_an_encoder_that_never_repeats_a_pass_is_refused():
-    # A plausible slip: one pass over the word per rank, but merging only the first occurrence of each pair.
-    def first_occurrence_only(word, merges):
+def test_a_heap_that_forgets_the_left_neighbour_is_refused():
+    # A plausible slip: after a merge, push only the pair the new token makes with its right neighbour.
+    def right_only(word, ranks):
         ids = list(word.encode("utf-8"))
-        for k, (a, b) in enumerate(merges):
-            for i in range(len(ids) - 1):
-                if (ids[i], ids[i + 1]) == (a, b):
-                    ids[i:i + 2] = [256 + k]
-                    break
-        return ids
+        n = len(ids)
+        after, live = list(range(1, n + 1)), [True] * n
+        heap = [(ranks[p], i, p) for i, p in enumerate(zip(ids, ids[1:], strict=False)) if p in ranks]
+        heapq.heapify(heap)
+        while heap:
+            rank, i, pair = heapq.heappop(heap)
+            j = after[i]
+            if not live[i] or j == n or (ids[i], ids[j]) != pair:
+                continue
+            ids[i], live[j], after[i] = 256 + rank, False, after[j]
+            if after[i] < n and (p := (ids[i], ids[after[i]])) in ranks:
+                heapq.heappush(heap, (ranks[p], i, p))
+        return [t for t, alive in zip(ids, live, strict=True) if alive]
 
-    assert not check_encode_by_rank(first_occurrence_only)
+    verdict = check_encode_with_heap(right_only)
+    assert not verdict and "expected shape" in verdict.message  # a merge missed leaves a token too many
 
 
 def test_ties_broken_by_first_occurrence_are_named():

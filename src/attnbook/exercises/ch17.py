@@ -115,7 +115,7 @@ check_attention_scores = Checker(
 )
 
 
-# --- greedy generation with a key-value cache ------------------------------------------------------------
+# --- greedy speculative decoding with key-value caches ----------------------------------------------
 
 
 @dataclass(repr=False)
@@ -205,97 +205,188 @@ def _random_model(seed: int, V: int, T: int, d: int, L: int, h: int, trained: bo
     return model
 
 
-def _greedy_cached(model, idx, n_new):
-    # The package's greedy generation with its cache: the same tokens as without it (the tests check both),
-    # and it calls the model as the exercise asks, once on the prompt and then on one token per step.
-    return generate(model, idx, n_new, greedy=True, use_cache=True)
+def _greedy(target, draft, idx, n_new, k):
+    # The target's plain greedy continuation: what speculative decoding must reproduce token for token.
+    return generate(target, idx, n_new, greedy=True)
 
 
-def _new_token_alone(model, idx, n_new):
-    """Each new token fed alone, without the cache: at position 0, seeing nothing before it."""
+def _keep(cache: KVCache, length: int) -> None:
+    """Roll ``cache`` back to its first ``length`` positions (a cache without ``max_length``)."""
+    for module in cache.keys:
+        cache.keys[module] = cache.keys[module][..., :length, :]
+        cache.values[module] = cache.values[module][..., :length, :]
+        cache.seen[module] = length
+
+
+def _speculative(target, draft, idx, n_new, k, roll_target=True, roll_draft=True, keep_draft_token=False):
+    """Greedy speculative decoding (and, with a flag off, its typical mistakes): each cache holds a prefix of
+    the text, and each call feeds the model only what its cache lacks."""
+    target_cache, draft_cache = KVCache(), KVCache()
+    out, end = idx, idx.shape[1] + n_new
+    fed = {"target": 0, "draft": 0}  # how many tokens of the text each model's cache is taken to hold
     with torch.no_grad():
-        logits = model(idx)[:, -1]
-        for step in range(n_new):
-            next_id = logits.argmax(-1, keepdim=True)
-            idx = torch.cat([idx, next_id], dim=1)
-            if step + 1 < n_new:
-                logits = model(next_id)[:, -1]
-    return idx
+        while out.shape[1] < end:
+            m = min(k, end - out.shape[1] - 1)  # proposals; the target adds one token of its own
+            proposal = out
+            for _ in range(m):
+                logits = draft(proposal[:, fed["draft"]:], cache=draft_cache)[:, -1]
+                fed["draft"] = proposal.shape[1]
+                proposal = torch.cat([proposal, logits.argmax(-1, keepdim=True)], dim=1)
+            n = out.shape[1]
+            choice = target(proposal[:, fed["target"]:], cache=target_cache)[0, -(m + 1):].argmax(-1)
+            drafted = proposal[0, n:]
+            j = 0
+            while j < m and drafted[j] == choice[j]:
+                j += 1
+            own = drafted[j:j + 1] if keep_draft_token and j < m else choice[j:j + 1]
+            out = torch.cat([out, drafted[None, :j], own[None]], dim=1)
+            fed["target"] = out.shape[1] - 1
+            fed["draft"] = min(fed["draft"], out.shape[1] - 1)
+            if roll_target:
+                _keep(target_cache, fed["target"])
+            if roll_draft:
+                _keep(draft_cache, fed["draft"])
+    return out
 
 
-def _first_position(model, idx, n_new):
-    """The prompt's first position read as the prediction for the next token."""
+def _speculative_reference(target, draft, idx, n_new, k):
+    # Exactly the target's greedy continuation (the tests compare it with `generate` on every case).
+    return _speculative(target, draft, idx, n_new, k)
+
+
+def _no_target_rollback(target, draft, idx, n_new, k):
+    return _speculative(target, draft, idx, n_new, k, roll_target=False)
+
+
+def _draft_token_kept(target, draft, idx, n_new, k):
+    return _speculative(target, draft, idx, n_new, k, keep_draft_token=True)
+
+
+def _rounds(target, draft, idx, n_new, k) -> int:
+    """The number of rounds (calls of the target) greedy speculative decoding takes on this case: each round
+    the draft proposes up to ``k`` tokens greedily, the target keeps the longest agreeing prefix and adds one."""
     with torch.no_grad():
-        cache = KVCache()
-        logits = model(idx, cache=cache)[:, 0]
-        for step in range(n_new):
-            next_id = logits.argmax(-1, keepdim=True)
-            idx = torch.cat([idx, next_id], dim=1)
-            if step + 1 < n_new:
-                logits = model(next_id, cache=cache)[:, -1]
-    return idx
+        greedy = generate(target, idx, n_new, greedy=True)[0]
+        length, end, rounds = idx.shape[1], idx.shape[1] + n_new, 0
+        while length < end:
+            m = min(k, end - length - 1)
+            guess = generate(draft, greedy[None, :length], m, greedy=True)[0, length:] if m else greedy[:0]
+            j = 0
+            while j < m and guess[j] == greedy[length + j]:
+                j += 1
+            length, rounds = length + j + 1, rounds + 1
+    return rounds
 
 
-def _generation_cases() -> list[Case]:
+def _draft_of(target: _CheckedGPT, seed: int, noise: float) -> _CheckedGPT:
+    """A draft with the target's architecture and weights plus ``noise`` times random ones (its own recorder)."""
+    c = target.config
+    draft = _random_model(seed, c.vocab_size, c.block_size, c.d_model, c.n_layers, c.n_heads)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p, q in zip(draft.parameters(), target.parameters(), strict=True):
+            p.copy_(q + noise * torch.randn(q.shape, generator=g, dtype=q.dtype) * q.abs().mean())
+    return draft
+
+
+class _Fickle(_CheckedGPT):
+    """A draft with the target's weights that proposes a wrong token at every third position (2, 5, 8, ...):
+    it agrees with the target often, and not always."""
+
+    def forward(self, ids: torch.Tensor, cache: KVCache | None = None, window: int | None = None) -> torch.Tensor:
+        start = cache.length if cache is not None else 0
+        logits = super().forward(ids, cache=cache, window=window)
+        wrong = (torch.arange(start, start + ids.shape[-1]) % 3 == 2)[None, :, None]  # (1, T, 1)
+        other = F.one_hot((logits.argmax(-1) + 1) % logits.shape[-1], logits.shape[-1]).to(logits.dtype)
+        return logits + 1e3 * other * wrong
+
+
+def _fickle_copy(target: _CheckedGPT) -> _Fickle:
+    draft = _Fickle(target.config).to(next(target.parameters()).dtype)
+    draft.load_state_dict(target.state_dict())
+    return draft
+
+
+def _speculative_cases() -> list[Case]:
     cases = []
-    for seed, (V, T, d, L, h, B, prompt, n_new) in enumerate((
-            (13, 8, 8, 1, 2, 1, 1, 1), (13, 8, 8, 1, 2, 2, 3, 6), (17, 12, 12, 2, 3, 3, 5, 4),
-            (11, 10, 16, 2, 4, 1, 1, 10))):
-        model = _random_model(1700 + seed, V, T, d, L, h)
-        idx = torch.randint(0, V, (B, prompt), generator=torch.Generator().manual_seed(seed))
-        fills = " (the prompt and the tokens fed fill the whole context)" if prompt + n_new - 1 == T else ""
-        cases.append(Case(f"a GPT with random weights, V={V}, block_size={T}, {L} block(s), {h} heads; a prompt of "
-                          f"shape ({B}, {prompt}), n_new={n_new}{fills}", (model, idx, n_new)))
+    # (seed, V, block_size, d_model, layers, heads, prompt, n_new, k, draft): the draft a copy of the target's
+    # weights (it always agrees), that copy wrong at every third position, the target's weights changed a
+    # little (it agrees for a while), or a smaller model with weights of its own (it seldom agrees).
+    for seed, V, T, d, L, h, prompt, n_new, k, kind in (
+            (1710, 13, 16, 16, 2, 2, 3, 12, 3, "same"), (1711, 11, 12, 8, 1, 2, 1, 1, 2, "same"),
+            (1712, 11, 12, 8, 1, 2, 2, 2, 4, "same"), (1716, 5, 48, 8, 1, 2, 2, 23, 5, "close"),
+            (1713, 13, 40, 16, 2, 4, 4, 17, 3, "fickle"), (1714, 11, 40, 16, 2, 2, 3, 14, 3, "closer"),
+            (1715, 13, 16, 16, 2, 2, 5, 12, 3, "small")):
+        target = _random_model(seed, V, T, d, L, h)
+        if kind == "same":
+            draft, what = _draft_of(target, seed + 100, 0.0), "the target's weights (it always agrees)"
+        elif kind == "fickle":
+            draft, what = _fickle_copy(target), "the target's weights but a wrong token at every third position"
+        elif kind in ("close", "closer"):
+            noise = 0.3 if kind == "close" else 0.1
+            draft, what = _draft_of(target, seed + 100, noise), f"the target's weights plus {noise:g} x noise"
+        else:
+            draft = _random_model(seed + 100, V, T, 8, 1, 2)
+            what = "a 1-block model of width 8 with weights of its own"
+        idx = torch.randint(0, V, (1, prompt), generator=torch.Generator().manual_seed(seed))
+        cases.append(Case(f"a target GPT with random weights, V={V}, block_size={T}, {L} block(s), width {d}; a draft "
+                          f"with {what}; a prompt of shape (1, {prompt}), n_new={n_new}, k={k}",
+                          (target, draft, idx, n_new, k)))
     return cases
 
 
-def _one_token_per_step(fn, case: Case, call) -> str | None:
-    """Once the tokens agree: the model must have run the prompt once, then one new token per call."""
-    model, idx, n_new = copy.deepcopy(case.args)
-    calls = model.calls
-    calls.reset()
-    call(model, idx, n_new)
-    lengths = list(calls.lengths)
-    prompt = idx.shape[1]
+def _calls_of_speculation(fn, case: Case, call) -> str | None:
+    """Once the tokens agree: the target must check each round's proposals in one call, with its cache."""
+    target, draft, idx, n_new, k = copy.deepcopy(case.args)
+    target.calls.reset()
+    draft.calls.reset()
+    call(target, draft, idx, n_new, k)
+    t_lengths, t_cached = list(target.calls.lengths), list(target.calls.cached)
+    d_lengths, d_cached = list(draft.calls.lengths), list(draft.calls.cached)
+    rounds = _rounds(*copy.deepcopy(case.args))
     where = f"(input: {case.label})"
-    if not lengths:
-        return (f"the tokens are right, but the checker saw no call of the model: call it as model(ids, cache=cache) "
-                f"{where}.")
-    if lengths[0] != prompt:
-        return (f"the first call fed the model {lengths[0]} token(s): it should run the whole prompt of {prompt} "
-                f"tokens once, filling the cache {where}.")
-    longer = [(s, n) for s, n in enumerate(lengths[1:], start=1) if n != 1]
-    if longer:
-        s, n = longer[0]
-        return (f"the tokens are right, but call {s + 1} fed the model {n} tokens: after the prompt each call must "
-                f"feed only the newest token, shape (B, 1), and let the cache supply the keys and values of the "
-                f"others. Re-running the whole text each step gives the same tokens with none of the saving "
-                f"{where}.")
-    if len(lengths) > n_new:
-        return (f"the model was called {len(lengths)} times for {n_new} new token(s): the last token chosen is never "
-                f"fed back in, since nothing would use its logits {where}.")
-    if not all(calls.cached[1:]):
-        return f"a call after the first came without the cache; pass the same KVCache every time {where}."
+    if not t_lengths:
+        return (f"the tokens are right, but the checker saw no call of the target: call it as "
+                f"target(ids, cache=cache) {where}.")
+    if not all(t_cached) or any(n > k + 1 for n in t_lengths[1:]):
+        n = max(t_lengths[1:], default=0)
+        return (f"the tokens are right, but a call of the target after its first fed it {n} tokens or came without its "
+                f"cache: each check feeds only what the target's cache lacks (the newest kept token and the k = {k} "
+                f"proposals at most) {where}.")
+    if len(t_lengths) > rounds + 1:
+        return (f"the tokens are right, but the target was called {len(t_lengths)} times for {n_new} new token(s). "
+                f"Here greedy speculation takes {rounds} round(s): each round the draft proposes up to k = {k} tokens "
+                f"and ONE call of the target checks all of them, keeping the longest prefix it agrees with and adding "
+                f"its own next token. Check the proposals together, and keep the draft's cache rolled back to the "
+                f"kept tokens, or its proposals continue a text that is no longer there {where}.")
+    if rounds < n_new and not d_lengths:
+        return (f"the tokens are right, but the draft was never called: it proposes the tokens the target "
+                f"checks {where}.")
+    if d_lengths and (not all(d_cached) or any(n > k + 1 for n in d_lengths[1:])):
+        return (f"the tokens are right, but a call of the draft after its first fed it more than k + 1 = {k + 1} "
+                f"tokens or came without its cache: the draft keeps a cache of its own and is fed only what it "
+                f"lacks {where}.")
     return None
 
 
-check_generate_cached = _OneThread(
-    name="generate_cached",
-    doc="Check ``fn(model, idx, n_new) -> (B, T + n_new) ids``: greedy generation of ``n_new >= 1`` tokens after "
-        "the prompt ``idx`` ``(B, T)``, ``T + n_new - 1 <= block_size``: the package's greedy continuation "
-        "(the same with or without its cache); the model must run the prompt once, then one new token per call "
-        "with a ``KVCache``.",
-    reference=_greedy_cached,
-    cases=_generation_cases(),
+check_speculative_greedy = _OneThread(
+    name="speculative_greedy",
+    doc="Check ``fn(target, draft, idx, n_new, k) -> (1, T + n_new) ids``: greedy speculative decoding of "
+        "``n_new >= 1`` tokens after the prompt ``idx`` ``(1, T)``, ``T + n_new - 1 <= block_size``: exactly the "
+        "target's greedy continuation; the draft proposes up to ``k`` tokens a round with its own ``KVCache``, one "
+        "call of the target (with its cache) checks them, and the target is called no more often than the rounds "
+        "this needs (plus one, for a prompt run on its own).",
+    reference=_speculative_reference,
+    cases=_speculative_cases(),
     mistakes=(
-        Mistake(_new_token_alone, "fed alone without the cache, a new token takes position 0 and sees nothing "
-                "before it: pass one KVCache to every call, so the model places the token after the cached ones "
-                "and attends to them."),
-        Mistake(_first_position, "the prediction for the next token is at the last position of the logits "
-                "([:, -1]); the first position predicts the prompt's second token."),
+        Mistake(_no_target_rollback, "after a check the target's cache still holds the keys and values of the "
+                "proposals it rejected, so its next call reads them as earlier text: cut every cached tensor back "
+                "to the kept tokens ([..., :length, :]) and set cache.seen to that length."),
+        Mistake(_draft_token_kept, "at the first disagreement the token to keep is the target's own greedy choice; "
+                "the draft's proposal there is the one the target rejected."),
     ),
     forbidden=(generate, sample_next),
-    extra=_one_token_per_step,
+    extra=_calls_of_speculation,
 )
 
 

@@ -2,14 +2,61 @@
 
 from __future__ import annotations
 
+import copy
+import heapq
 import random
 
 from attnbook.data.bpe import BPETokenizer, chunk_counts, learn_merges, merge_pair, pair_counts
+from attnbook.exercises._capstone import PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake
 
 
-def _encode_by_rank(word, merges):
-    return BPETokenizer(merges)._encode_chunk(word)
+class _CountedRanks:
+    """The merges as the checker passes them: a mapping from each merged pair ``(left, right)`` to its rank,
+    which counts its lookups (``ranks[pair]``, ``ranks.get(pair)``, ``pair in ranks``) and cannot be listed
+    or copied, so that every rank an answer uses is a lookup counted."""
+
+    def __init__(self, merges) -> None:
+        self._ranks = {tuple(pair): k for k, pair in enumerate(merges)}
+        self.lookups = 0
+
+    def __getitem__(self, pair):
+        self.lookups += 1
+        return self._ranks[pair]
+
+    def get(self, pair, default=None):
+        self.lookups += 1
+        return self._ranks.get(pair, default)
+
+    def __contains__(self, pair) -> bool:
+        self.lookups += 1
+        return pair in self._ranks
+
+    def __len__(self) -> int:
+        return len(self._ranks)
+
+    def _refuse(self, *args):
+        raise TypeError("the checker's ranks answer lookups only (ranks[pair], ranks.get(pair), pair in ranks): "
+                        "they cannot be listed or copied. Look a pair up when you need its rank")
+
+    __iter__ = keys = values = items = copy = _refuse
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _CountedRanks) and other._ranks == self._ranks
+
+    def __repr__(self) -> str:
+        return (f"<the ranks of {len(self._ranks)} merges: look a pair up with ranks[pair], ranks.get(pair), "
+                "pair in ranks>")
+
+
+def _merges_of(ranks) -> list[tuple[int, int]]:
+    plain = ranks._ranks if isinstance(ranks, _CountedRanks) else dict(ranks)
+    return sorted(plain, key=plain.__getitem__)
+
+
+def _encode_by_rank(word, ranks):
+    return BPETokenizer(_merges_of(ranks))._encode_chunk(word)
 
 
 def _present(ids, ranks):
@@ -18,7 +65,7 @@ def _present(ids, ranks):
 
 def _merge_until_done(word, merges, pick, first=256):
     """Merge the pair ``pick`` chooses among the learned pairs present, until none is present."""
-    ranks = {tuple(pair): k for k, pair in enumerate(merges)}
+    ranks = {pair: k for k, pair in enumerate(_merges_of(merges))}
     ids = list(word.encode("utf-8"))
     while present := _present(ids, ranks):
         i, pair = pick(present, ranks)
@@ -26,25 +73,25 @@ def _merge_until_done(word, merges, pick, first=256):
     return ids
 
 
-def _leftmost_first(word, merges):
-    return _merge_until_done(word, merges, lambda present, ranks: present[0])
+def _leftmost_first(word, ranks):
+    return _merge_until_done(word, ranks, lambda present, ranks: present[0])
 
 
-def _latest_first(word, merges):
-    return _merge_until_done(word, merges, lambda present, ranks: max(present, key=lambda ip: ranks[ip[1]]))
+def _latest_first(word, ranks):
+    return _merge_until_done(word, ranks, lambda present, ranks: max(present, key=lambda ip: ranks[ip[1]]))
 
 
-def _smallest_ids_first(word, merges):
-    return _merge_until_done(word, merges, lambda present, ranks: min(present, key=lambda ip: ip[1]))
+def _smallest_ids_first(word, ranks):
+    return _merge_until_done(word, ranks, lambda present, ranks: min(present, key=lambda ip: ip[1]))
 
 
-def _ids_from_255(word, merges):
-    return _merge_until_done(word, merges, lambda present, ranks: min(present, key=lambda ip: ranks[ip[1]]), 255)
+def _ids_from_255(word, ranks):
+    return _merge_until_done(word, ranks, lambda present, ranks: min(present, key=lambda ip: ranks[ip[1]]), 255)
 
 
-def _longest_prefix(word, merges):
+def _longest_prefix(word, ranks):
     """Greedy longest match from the left, as WordPiece encodes: not BPE's rule."""
-    vocab = BPETokenizer(merges).vocab
+    vocab = BPETokenizer(_merges_of(ranks)).vocab
     index = {piece: i for i, piece in enumerate(vocab)}
     data, out = word.encode("utf-8"), []
     while data:
@@ -52,6 +99,38 @@ def _longest_prefix(word, merges):
         out.append(index[data[:n]])
         data = data[n:]
     return out
+
+
+def _heap_encode(word, ranks, tie=1, check_stale=True):
+    """A heap of the adjacent pairs' ranks over a linked list of tokens (and, with a flag changed, two of its
+    typical mistakes: ties taken from the right, stale entries merged)."""
+    ranks = {pair: k for k, pair in enumerate(_merges_of(ranks))}
+    ids = list(word.encode("utf-8"))
+    n = len(ids)
+    prev, nxt, alive = list(range(-1, n - 1)), list(range(1, n + 1)), [True] * n
+    heap = [(ranks[p], tie * i, p) for i, p in enumerate(zip(ids, ids[1:], strict=False)) if p in ranks]
+    heapq.heapify(heap)
+    while heap:
+        rank, i, pair = heapq.heappop(heap)
+        i *= tie
+        j = nxt[i]
+        if not alive[i] or j >= n or (check_stale and (ids[i], ids[j]) != pair):
+            continue
+        ids[i], alive[j], nxt[i] = 256 + rank, False, nxt[j]
+        if nxt[j] < n:
+            prev[nxt[j]] = i
+        for left in (prev[i], i):
+            if left >= 0 and nxt[left] < n and (p := (ids[left], ids[nxt[left]])) in ranks:
+                heapq.heappush(heap, (ranks[p], tie * left, p))
+    return [t for t, kept in zip(ids, alive, strict=True) if kept]
+
+
+def _ties_from_the_right(word, ranks):
+    return _heap_encode(word, ranks, tie=-1)
+
+
+def _stale_entries_merged(word, ranks):
+    return _heap_encode(word, ranks, check_stale=False)
 
 
 def _fresh_ids_only(merges):
@@ -68,25 +147,66 @@ def _rank_cases() -> list[Case]:
     corpus = " ".join("".join(g.choice("aab") for _ in range(g.randint(2, 9))) for _ in range(400))
     merges = _fresh_ids_only(learn_merges(chunk_counts(corpus), 40))
     learned = f"{len(merges)} merges learned from words over 'a' and 'b'"
+    repeats = _fresh_ids_only(learn_merges(chunk_counts("aaaaaaaa aaa aaaaa aaaaaaa"), 5))
+    accents = _fresh_ids_only(learn_merges(chunk_counts("née née naïve naïve café cafés déjà Ölçü Ölçü"), 12))
+    # A long chunk that needs many merges: its own merges, learned from it alone, replay its training.
+    long_word = " " + "".join(g.choice("abcdefgh") for _ in range(799))
+    own = _fresh_ids_only(learn_merges({long_word.encode(): 1}, 150))
+
+    def case(label, word, merges_):
+        return Case(label, (word, _CountedRanks(merges_)))
+
     # " abaaabab" first: there the leftmost merge is right and the longest match from the left is not.
-    cases = [Case(f"word ' abaaabab', {learned}", (" abaaabab", merges))]
-    cases += [Case(f"word {w!r}, the chapter's 8 toy merges", (w, toy)) for w in (" lowest", " newer", " slow")]
+    cases = [case(f"word ' abaaabab', {learned}", " abaaabab", merges)]
+    cases += [case(f"word {w!r}, the chapter's 8 toy merges", w, toy) for w in (" lowest", " newer", " slow")]
     words = [" " + "".join(g.choice("ab") for _ in range(n)) for n in (5, 8, 12, 16, 16, 20, 24, 30)]
-    cases += [Case(f"word {w!r}, {learned}", (w, merges)) for w in words]
-    cases.append(Case("word 'b', no merge applies", ("b", merges)))
-    cases.append(Case("word ' naïve' (bytes of 'ï' never merged), the toy merges", (" naïve", toy)))
+    cases += [case(f"word {w!r}, {learned}", w, merges) for w in words]
+    cases += [case(f"word {w!r}, {len(repeats)} merges learned from runs of 'a' (ties between equal pairs)", w,
+                   repeats) for w in ("aaa", "aaaa", "aaaaa", " aaaaaaa", "aaaaaaaaaaa")]
+    cases.append(case("word 'b', no merge applies", "b", merges))
+    cases.append(case("word ' hello', no merges at all", " hello", []))
+    cases.append(case("word ' naïve' (bytes of 'ï' never merged), the toy merges", " naïve", toy))
+    cases += [case(f"word {w!r}, {len(accents)} merges learned from words with accents", w, accents)
+              for w in (" déjà", "Ölçü", " naïveté")]
+    cases.append(case(f"a chunk of {len(long_word)} characters over 'abcdefgh' and the {len(own)} merges learned "
+                      "from it alone (each of them applies)", long_word, own))
     return cases
 
 
-check_encode_by_rank = Checker(
-    name="encode_by_rank",
-    doc="Check ``fn(word, merges) -> list of ids``: the BPE encoding of the string ``word`` (one chunk) under "
-        "``merges``, a list of (left, right) id pairs in the order learned, merge k making the id 256 + k: "
-        "start from the UTF-8 bytes of ``word`` and, while some adjacent pair is a merge, merge every "
-        "occurrence of the one learned earliest.",
+_LOOKUPS_PER_BYTE = 8
+
+
+def _lookups_grow_with_bytes(fn, case: Case, call) -> str | None:
+    """Once the tokens agree: the lookups in ``ranks`` must stay within a few per byte of the chunk."""
+    word, ranks = copy.deepcopy(case.args)
+    ranks.lookups = 0
+    tokens = call(word, ranks)
+    n = len(word.encode("utf-8"))
+    if ranks.lookups <= _LOOKUPS_PER_BYTE * n + _LOOKUPS_PER_BYTE:
+        return None
+    merged = n - len(tokens)
+    return (f"the tokens are right, but the answer looked up {ranks.lookups:,} pairs in `ranks` for a chunk of {n} "
+            f"bytes, which its merges shorten by {merged} tokens (input: {case.label}). Looking up every adjacent "
+            f"pair again after each merge costs about bytes x merges lookups; after a merge only the pairs the new "
+            f"token makes with its two neighbours are new. Keep the pairs' ranks in a heap over a linked list of the "
+            f"tokens: at most {_LOOKUPS_PER_BYTE} lookups per byte are allowed.")
+
+
+check_encode_with_heap = PartsChecker(
+    name="encode_with_heap",
+    doc="Check ``fn(word, ranks) -> list of ids``: the BPE encoding of the string ``word`` (one chunk), where "
+        "``ranks`` maps each merged pair (left, right) to its rank k, merge k making the id 256 + k: exactly the "
+        "tokens of merging, while some adjacent pair is a merge, every occurrence of the one of lowest rank; "
+        f"with at most {_LOOKUPS_PER_BYTE} lookups in ``ranks`` per byte of ``word`` (a mapping that counts them "
+        "and cannot be listed).",
     reference=_encode_by_rank,
     cases=_rank_cases(),
     mistakes=(
+        Mistake(_ties_from_the_right, "among entries of equal rank, pop the leftmost first (order the heap by rank, "
+                "then position): BPE merges every occurrence of a pair from left to right, so 'aaa' is 'aa' + 'a'."),
+        Mistake(_stale_entries_merged, "an entry popped from the heap can be stale: since it was pushed, a merge of "
+                "lower rank may have joined its left or right token to another one. Before merging, check that the "
+                "two tokens at that place are still the entry's pair, and skip the entry if not."),
         Mistake(_leftmost_first, "merge the pair learned earliest among those present, wherever it sits, not the "
                 "first learned pair found from the left: in ' lowest', 'we' (merge 2) comes before ' low' "
                 "(merge 8), so it takes the 'w' first."),
@@ -99,6 +219,7 @@ check_encode_by_rank = Checker(
                 "merges by rank, which can cut a word elsewhere."),
     ),
     forbidden=(BPETokenizer._encode_chunk, BPETokenizer.encode_list, BPETokenizer.encode, BPETokenizer.pieces),
+    extra=_lookups_grow_with_bytes,
 )
 
 
