@@ -142,7 +142,7 @@ def test_positions_field_is_validated_and_fields_only_appended():
     # Fields are only ever appended: a GPTShape built with positional arguments keeps its meaning.
     assert names[:names.index("positions") + 1] == ["block_size", "n_layers", "n_heads", "d_model", "d_ff", "dropout",
                                                     "activation", "eps", "bias", "n_kv_heads", "norm", "positions"]
-    assert names[names.index("positions") + 1:] == ["qk_norm", "tie_embeddings", "rope_base"]
+    assert names[names.index("positions") + 1:] == ["qk_norm", "tie_embeddings", "rope_base", "logit_softcap"]
     assert GPTConfig(vocab_size=5).positions == "learned" and GPTRunConfig().positions == "learned"
     with pytest.raises(ValueError, match="positions must be 'learned'"):
         GPTConfig(vocab_size=5, positions="sinusoidal")

@@ -438,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only the generation speed, with an untrained model of the preset's shape")
     speed = command("speedrun")
     speed.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="VARIANT",
-                       default=["baseline", "muon rotary, 1000 steps"],
+                       default=["baseline", "muon rotary bf16, 1000 steps"],
                        help="the recipes raced (quote names with spaces); the first is the one the others are "
                             "timed against. Choose from: " + "; ".join(f"'{v}'" for v in VARIANTS))
     speed.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="one run per seed and variant")

@@ -113,6 +113,8 @@ class RotaryTables(nn.Module):
         angles = rotary_angles(torch.arange(length, device=device), self.d, self.base)  # (length, d/2), float64
         self.register_buffer("cos", torch.cat([angles.cos()] * 2, dim=-1), persistent=False)  # (length, d)
         self.register_buffer("sin", torch.cat([angles.sin()] * 2, dim=-1), persistent=False)
+        # The tables cast to each dtype in use: a forward pass casts them once, not at every layer and step.
+        self._cast: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _apply(self, fn, *args, **kwargs):
         # model.float() or .half() would round the float64 tables; rebuild them where they now live instead.
@@ -124,9 +126,10 @@ class RotaryTables(nn.Module):
         T = x.shape[-2]
         if start + T > self.cos.shape[0]:
             self._build(max(2 * self.cos.shape[0], start + T), self.cos.device)
-        cos = self.cos[start:start + T].to(x.dtype)  # (T, d): the float64 values apply_rotary would cast
-        sin = self.sin[start:start + T].to(x.dtype)
-        return x * cos + rotate_half(x) * sin
+        if x.dtype not in self._cast or self._cast[x.dtype][0].device != self.cos.device:
+            self._cast[x.dtype] = (self.cos.to(x.dtype), self.sin.to(x.dtype))
+        cos, sin = self._cast[x.dtype]  # the float64 values apply_rotary would cast
+        return x * cos[start:start + T] + rotate_half(x) * sin[start:start + T]  # tables (T, d)
 
     def extra_repr(self) -> str:
         return f"d={self.d}, length={self.cos.shape[0]}, base={self.base:g}"

@@ -219,6 +219,8 @@ class GPTShape:
     qk_norm: bool = False  # True: every head's queries and keys divided by their RMS before the scores
     tie_embeddings: bool = True  # True: the output layer is the embedding table (GPT-2); False: a matrix of its own
     rope_base: float = 10000.0  # the base of the rotary frequencies (chapter 21); Llama 3 uses 500,000
+    # None: logits as they are; c: c tanh(logits / c), every logit kept within (-c, c) (chapter 25; Gemma 2)
+    logit_softcap: float | None = None
 
     def __post_init__(self) -> None:
         check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
@@ -236,6 +238,9 @@ class GPTShape:
         if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
             raise ValueError(f"rope_base (the base of the rotary frequencies) must be a number greater than 1; "
                              f"got {self.rope_base!r}")
+        cap = self.logit_softcap
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < math.inf):
+            raise ValueError(f"logit_softcap must be None (no cap) or a positive finite number; got {cap!r}")
 
 
 @dataclass(kw_only=True)
@@ -269,6 +274,8 @@ class GPT(nn.Module):
     uses 500,000), tabulated once for ``block_size`` positions. ``tie_embeddings=False`` gives the output
     layer a matrix of its own, ``head`` (``d_model`` by ``vocab_size``), instead of the embedding table;
     ``qk_norm=True`` normalises every attention head's queries and keys (``MultiHeadAttention``).
+    ``logit_softcap=c`` returns ``c tanh(logits / c)``: close to the logits where they are small, never
+    beyond ``c`` in size (chapter 25).
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -327,9 +334,10 @@ class GPT(nn.Module):
         self_mask = None if window is None else sliding_window_mask(T, window=window).to(ids.device)
         for block in self.blocks:
             x = block(x, self_mask=self_mask, cache=cache)
-        if self.head is not None:
-            return self.head(self.norm(x))  # (B, T, vocab_size)
-        return self.norm(x) @ self.tok.E.T  # (B, T, vocab_size): the unembedding is the embedding, tied
+        # (B, T, vocab_size); tied, the unembedding is the embedding table
+        logits = self.head(self.norm(x)) if self.head is not None else self.norm(x) @ self.tok.E.T
+        cap = self.config.logit_softcap
+        return logits if cap is None else cap * torch.tanh(logits / cap)
 
     def n_params(self, include_positions: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())

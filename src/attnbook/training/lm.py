@@ -99,6 +99,15 @@ class GPTRunConfig(GPTShape):
     matrix_lr: float | None = None  # Muon's peak learning rate; None: lr (Muon's step is scaled to AdamW's size)
     # Muon's iteration: "bf16", "fp32", or "auto" (bf16 on a GPU, fp32 on a CPU)
     muon_precision: Literal["auto", "bf16", "fp32"] = "auto"
+    muon_ns_steps: int = 5  # Muon's Newton-Schulz steps
+    # With Muon, AdamW's peak rate for the rest (embeddings, norms, biases); None: lr (chapter 25)
+    embed_lr: float | None = None
+    # With Muon, steps over which its momentum rises linearly from 0.85 to 0.95; 0: 0.95 throughout (chapter 25)
+    muon_momentum_warmup: int = 0
+    # "cosine": decay from the warm-up's end; "trapezoid": constant, then a straight decay over the last 40%
+    schedule: Literal["cosine", "trapezoid"] = "cosine"
+    # True: the blocks' output projections (attention's and the MLP's second layer) start at zero (chapter 25)
+    zero_init_projections: bool = False
     # torch.compile the training forward pass; the compilation happens in the first step, whose time counts.
     compile: bool = False
     eval_every: int = 250
@@ -127,6 +136,16 @@ class GPTRunConfig(GPTShape):
             raise bad("muon_precision", "'auto', 'bf16' or 'fp32'")
         if self.matrix_lr is not None and self.optimizer != "muon":
             raise ValueError(f"matrix_lr is Muon's learning rate; it needs optimizer='muon' (got {self.optimizer!r})")
+        if self.embed_lr is not None and not (self.embed_lr > 0 and self.optimizer == "muon"):
+            raise ValueError(f"embed_lr is AdamW's rate beside Muon: None, or positive with optimizer='muon'; got "
+                             f"embed_lr = {self.embed_lr!r} with optimizer = {self.optimizer!r}")
+        if self.muon_momentum_warmup and not (self.muon_momentum_warmup > 0 and self.optimizer == "muon"):
+            raise ValueError(f"muon_momentum_warmup must be 0, or a positive number of steps with optimizer='muon'; "
+                             f"got {self.muon_momentum_warmup!r} with optimizer = {self.optimizer!r}")
+        if isinstance(self.muon_ns_steps, bool) or not isinstance(self.muon_ns_steps, int) or self.muon_ns_steps < 1:
+            raise bad("muon_ns_steps", "an integer, at least 1")
+        if self.schedule not in ("cosine", "trapezoid"):
+            raise bad("schedule", "'cosine' or 'trapezoid'")
         if self.target_loss is not None and not (self.target_loss > 0 and self.eval_every > 0):
             raise ValueError(f"target_loss needs a positive target and periodic evaluations (eval_every > 0); "
                              f"got target_loss = {self.target_loss}, eval_every = {self.eval_every}")
@@ -328,6 +347,8 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
 
     torch.manual_seed(config.seed)
     model = GPT(config.model_config(tokenizer.vocab_size)).to(device)
+    if config.zero_init_projections:
+        zero_output_projections(model)
     optimizer = _make_optimizer(model, config)
     generator = torch.Generator().manual_seed(config.seed)  # draws the windows, the same on every process
     run = GPTRun(model, tokenizer, config)
@@ -342,9 +363,12 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
                disable=not (config.progress and info.is_main))
     model.train()
     for step in bar:
-        lr = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr, "cosine")
+        lr = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr, config.schedule)
         for group in optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)  # Muon's groups may run at another rate
+        if config.muon_momentum_warmup:
+            for group in optimizer.muon.param_groups:
+                group["momentum"] = muon_momentum(step, config.muon_momentum_warmup)
         tic = time.perf_counter()
         x, y = random_windows(train_ids, config.block_size, config.batch_size, generator)  # (B, T) each
         mine = slice(info.rank * share, (info.rank + 1) * share)  # this process's share of the batch
@@ -382,12 +406,33 @@ def train_gpt(config: GPTRunConfig, text: str | None = None, resume: bool = Fals
     return run
 
 
+@torch.no_grad()
+def zero_output_projections(model: GPT) -> None:
+    """Set every block's output projections (attention's ``out_proj`` and the MLP's ``fc2``, weights and
+    biases) to zero: each block then adds nothing to the residual stream at the first step (chapter 25)."""
+    for name, p in model.named_parameters():
+        if name.startswith("blocks.") and (".out_proj." in name or ".fc2." in name):
+            p.zero_()
+
+
+def muon_momentum(step: int, warmup: int) -> float:
+    """Muon's momentum at ``step`` (from 0) under a warm-up of ``warmup`` steps: from 0.85 up a straight line to
+    0.95, then 0.95 (the GPU speedruns' warm-up; a smaller momentum averages fewer of the early, fast-changing
+    gradients)."""
+    return 0.85 + 0.10 * min(1.0, step / warmup)
+
+
 def _make_optimizer(model: GPT, config: GPTRunConfig) -> torch.optim.Optimizer | MuonAdamW:
     betas = (config.beta1, config.beta2)
     if config.optimizer == "muon":
         matrix_lr = config.lr if config.matrix_lr is None else config.matrix_lr
         ns_dtype = ns_dtype_for(next(model.parameters()).device, config.muon_precision)
-        return MuonAdamW(model, config.lr, matrix_lr, config.weight_decay, betas, ns_dtype=ns_dtype)
+        optimizer = MuonAdamW(model, config.lr, matrix_lr, config.weight_decay, betas, ns_dtype=ns_dtype,
+                              ns_steps=config.muon_ns_steps)
+        if config.embed_lr is not None:
+            for group in optimizer.adamw.param_groups:
+                group["lr_scale"] = config.embed_lr / config.lr
+        return optimizer
     return make_optimizer(model, config.lr, config.weight_decay, betas)
 
 

@@ -165,7 +165,8 @@ class Muon(torch.optim.Optimizer):
 
 class MuonAdamW:
     """``Muon`` on the block matrices and ``torch.optim.AdamW`` on everything else, as one optimizer: one
-    ``step``, one ``zero_grad``, one ``state_dict``. ``ns_dtype`` is the precision of Muon's iteration.
+    ``step``, one ``zero_grad``, one ``state_dict``. ``ns_dtype`` is the precision of Muon's iteration and
+    ``ns_steps`` its number of steps.
 
     ``param_groups`` lists both optimizers' groups, so a schedule that sets every group's ``"lr"`` drives
     both; each group carries ``"lr_scale"`` (``matrix_lr / lr`` for Muon's, 1 for AdamW's) for a schedule
@@ -175,14 +176,16 @@ class MuonAdamW:
     """
 
     def __init__(self, model: torch.nn.Module, lr: float, matrix_lr: float, weight_decay: float,
-                 betas: tuple[float, float], momentum: float = 0.95, ns_dtype: torch.dtype = torch.bfloat16) -> None:
+                 betas: tuple[float, float], momentum: float = 0.95, ns_dtype: torch.dtype = torch.bfloat16,
+                 ns_steps: int = 5) -> None:
         require_real("lr", lr, "a positive finite number", lambda v: v > 0)  # matrix_lr / lr is every step's scale
         matrices, rest = muon_parameters(model)
         if not matrices:
             raise ValueError("the model has no matrices under 'blocks.' for Muon to train")
-        self.muon = Muon(matrices, lr=matrix_lr, weight_decay=weight_decay, momentum=momentum, ns_dtype=ns_dtype)
+        self.muon = Muon(matrices, lr=matrix_lr, weight_decay=weight_decay, momentum=momentum, ns_dtype=ns_dtype,
+                         ns_steps=ns_steps)
         # Vectors (norms, biases) are not decayed, as in make_optimizer; nor is the embedding here.
-        self.adamw = torch.optim.AdamW(rest, lr=lr, betas=betas, weight_decay=0.0)
+        self.adamw = torch.optim.AdamW(rest, lr=lr, betas=betas, weight_decay=0.0, fused=True)  # as make_optimizer
         for group in self.muon.param_groups:
             group["lr_scale"] = matrix_lr / lr
         for group in self.adamw.param_groups:
