@@ -11,6 +11,7 @@ ratio of two means measured in the same invocation.
 
 from __future__ import annotations
 
+import platform
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any
@@ -96,6 +97,18 @@ class SpeedrunResult:
         return 1000 * self.train_seconds / max(self.steps_done, 1)
 
 
+def processor() -> str:
+    """The processor's name and whether it has bfloat16 instructions, from ``/proc/cpuinfo`` where there is one:
+    Muon's bfloat16 iteration is fast only with them (chapter 25)."""
+    try:
+        info = open("/proc/cpuinfo").read()
+    except OSError:
+        return f"processor {platform.processor() or platform.machine()}"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    bf16 = any(flag in info for flag in ("avx512_bf16", "amx_bf16"))
+    return f"processor {name} ({'with' if bf16 else 'without'} bfloat16 instructions)"
+
+
 def speedrun(config: GPTRunConfig, target: float | None, variant: str = "", text: str | None = None
              ) -> SpeedrunResult:
     """Train ``config`` until its periodic evaluation reaches ``target`` (or its last step; ``None``: no target,
@@ -140,7 +153,8 @@ def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe:
     """
     runs = speedrun_configs(variants, seeds, target, recipe, eval_every, extra)  # every config checked first
     print(f"speedrun: recipe {recipe!r}, target validation loss {target} (checked every {eval_every} steps on "
-          f"the whole validation split), torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
+          f"the whole validation split), torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{processor()}", flush=True)
     results: list[SpeedrunResult] = []
     for name, config in runs:
         r = speedrun(config, config.target_loss, name, text)
