@@ -20,7 +20,7 @@ def test_schedule_warms_up_then_decays():
     assert lrs[-1] == pytest.approx(0.1)
     assert lrs[10 + 50] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 50 / 99)))
     assert lr_at(60, 1.0, 10, 110, shape="linear") == pytest.approx(1 - 50 / 99)
-    with pytest.raises(ValueError, match="shape must be 'cosine' or 'linear'"):
+    with pytest.raises(ValueError, match="shape must be 'cosine', 'linear' or 'trapezoid'"):
         lr_at(0, 1.0, 1, 10, shape="step")
 
 
