@@ -68,7 +68,7 @@ def test_badges_tool_tags_a_new_setup_cell_once():
 def test_colab_versions_file_names_python_and_pins():
     python, pins = colab_versions()
     assert re.fullmatch(r"3\.\d+", python)
-    assert {"torch", "numpy", "ipywidgets", "ipython", "ipykernel", "transformers"} <= set(pins)
+    assert {"torch", "numpy", "ipywidgets", "ipython", "ipykernel", "transformers", "scikit-learn"} <= set(pins)
     assert pins["ipywidgets"].startswith("7."), "Colab ships ipywidgets 7; the widgets must work there"
     assert colab_versions("# Python 3.12\nnumpy==2.0.2\n") == ("3.12", {"numpy": "2.0.2"})
     with pytest.raises(ValueError, match="Python"):
