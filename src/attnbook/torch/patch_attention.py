@@ -5,8 +5,9 @@ row as ``attnbook.torch.vit.patchify`` numbers them:
 
 - ``attention_distance``: the attention-weighted mean distance, in pixels, from a query patch's centre to the
   key patches' centres, averaged over queries (the "mean attention distance" of Dosovitskiy et al. 2021).
-- ``offset_weights``: the mean weight a query puts on the key at each relative offset ``(rows, columns)``;
-  a head that acts like one offset of a convolution kernel (chapter 10) puts all of it on one offset.
+- ``offset_weights``: the share of a head's weight that goes to keys at each relative offset ``(rows,
+  columns)`` from their query; a head that acts like one offset of a convolution kernel (chapter 10) puts
+  all of it on one offset, as far as the grid's edges allow.
 """
 
 from __future__ import annotations
@@ -65,18 +66,27 @@ def offsets(grid: int) -> torch.Tensor:
 
 
 def offset_weights(weights: torch.Tensor, grid: int, class_token: bool = False) -> torch.Tensor:
-    """The mean weight a query puts on the key at each relative offset, ``(..., h, 2g - 1, 2g - 1)``.
+    """How a head's attention divides over relative offsets: ``(..., h, T, T)`` to ``(..., h, 2g - 1, 2g - 1)``.
 
-    Entry ``[a + g - 1, b + g - 1]`` averages, over the queries that have a key ``a`` rows down and ``b``
-    columns right of them (the others have none there), the weight on that key. A head that always reads
-    the key at one offset, as one head of chapter 10's convolution does, gets 1 there; uniform attention
-    over the ``N`` patches gets ``1/N`` everywhere. ``weights`` as for ``attention_distance``. Chapter 26.
+    Entry ``[a + g - 1, b + g - 1]`` is the weight that keys ``a`` rows down and ``b`` columns right of their
+    query receive, summed over the queries and divided by the number of queries ``N``: the share of all the
+    head's weight that goes to that offset (the entries sum to 1 when every query's weights do). Uniform
+    attention gives offset ``(a, b)`` the share ``(g - |a|)(g - |b|) / N^2``, at most ``1/N`` (at ``(0, 0)``);
+    one head of chapter 10's convolution, weight 1 on the key at one offset wherever there is one, gives it
+    ``(g - |a|)(g - |b|) / N``, the share of queries that have a key there (1 for ``(0, 0)``). ``weights`` as for
+    ``attention_distance``. Chapter 26.
     """
     w = _check_weights(weights, grid, class_token)
     one_hot = offsets(grid).to(w.dtype)  # (N, N, O)
-    total = torch.einsum("...qk,qko->...o", w, one_hot)  # weight at each offset, summed over queries
-    queries = one_hot.sum(dim=(0, 1))  # how many queries have a key at each offset
-    return (total / queries).unflatten(-1, (2 * grid - 1, 2 * grid - 1))
+    total = torch.einsum("...qk,qko->...o", w, one_hot)  # weight at each offset, summed over the queries
+    return (total / (grid * grid)).unflatten(-1, (2 * grid - 1, 2 * grid - 1))
+
+
+def offset_coverage(grid: int) -> torch.Tensor:
+    """The share of the ``N = grid^2`` queries that have a key at each offset, ``(2g - 1, 2g - 1)``: the most a
+    head can put on that offset, and what a convolution head for that offset puts there. Chapter 26."""
+    one_hot = offsets(grid)
+    return (one_hot.sum(dim=(0, 1)) / (grid * grid)).unflatten(-1, (2 * grid - 1, 2 * grid - 1))
 
 
 def strongest_offset(offset_map: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
