@@ -28,7 +28,7 @@ def draw_patch_attention(ax, image: np.ndarray, weights: np.ndarray, patch_size:
     heat = np.kron(weights.reshape(gh, gw), np.ones((p, p)))  # (H, W): each patch's weight on its pixels
     ax.imshow(image, cmap="gray_r", vmin=0, vmax=1)
     top = vmax if vmax is not None else max(float(weights.max()), 1e-9)
-    shown = ax.imshow(heat, cmap="magma", alpha=0.55, vmin=0, vmax=top)
+    shown = ax.imshow(heat, cmap="Reds", alpha=0.65, vmin=0, vmax=top)  # white (no weight) lets the ink show
     qi, qj = divmod(query, gw)
     ax.add_patch(Rectangle((qj * p - 0.5, qi * p - 0.5), p, p, fill=False, edgecolor="C0", lw=2.5))
     for k in range(1, gh):
