@@ -97,8 +97,8 @@ def _grid_encoding(grid_h, grid_w, d_model):
 
 def _grid_cases() -> list[Case]:
     return [Case(f"grid_h {gh}, grid_w {gw}, d_model {d}{why}", (gh, gw, d)) for gh, gw, d, why in (
-        (4, 4, 16, " (the chapter's grid)"),
         (2, 3, 8, " (two rows, three columns)"),
+        (4, 4, 16, " (the chapter's grid)"),
         (3, 2, 8, " (three rows, two columns)"),
         (1, 1, 4, " (one patch)"),
         (5, 7, 32, ""),
