@@ -61,6 +61,8 @@ _NEED_TORCH = {
     "check_mask_tokens_by_hand": "ch24",
     "check_polar_from_gram": "ch25",
     "check_quintic_for_slope": "ch25",
+    "check_grid_encoding": "ch26",
+    "check_patches_to_images": "ch26",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -82,6 +84,7 @@ __all__ = [
     "check_gpt_forward",
     "check_gpt_parameters",
     "check_gqa_by_groups",
+    "check_grid_encoding",
     "check_group_norm_columns",
     "check_head_circuits",
     "check_influence_by_rows",
@@ -102,6 +105,7 @@ __all__ = [
     "check_offset_profile",
     "check_packed_self_mask",
     "check_padded_attention",
+    "check_patches_to_images",
     "check_polar_from_gram",
     "check_position_from_encoding",
     "check_pre_norm_block",
