@@ -61,13 +61,14 @@ def to_alphabet(text: str, alphabet: str, substitutes: dict[str, str] | None = N
     (``SUBSTITUTES`` by default, a digit to ``3`` and ``"`` to ``'``), else by ``other`` (chapter 27).
 
     Keeps the length, so position ``i`` of the result is position ``i`` of ``text``. Raises ``ValueError``
-    when ``other`` or a substitute is not itself in ``alphabet``."""
+    when ``other``, or a substitute the text needs, is not itself in ``alphabet``."""
     substitutes = SUBSTITUTES if substitutes is None else substitutes
     allowed = set(alphabet)
     if len(other) != 1 or other not in allowed:
         raise ValueError(f"other must be one character of the alphabet; got {other!r}")
-    bad = {c: s for c, s in substitutes.items() if len(s) != 1 or s not in allowed}
+    unknown = set(text) - allowed
+    bad = {c: s for c, s in substitutes.items() if c in unknown and (len(s) != 1 or s not in allowed)}
     if bad:
         raise ValueError(f"every substitute must be one character of the alphabet; got {bad}")
-    table = {c: substitutes.get(c, other) for c in set(text) - allowed}
+    table = {c: substitutes.get(c, other) for c in unknown}
     return text.translate(str.maketrans(table)) if table else text
