@@ -54,8 +54,8 @@ def lora_explorer(runs: dict[str, dict], total: int, new_name: str = "new text",
                   old_name: str = "old text") -> widgets.VBox:
     """A drop-down over the recorded runs, drawing ``lora_curves_figure`` for the one chosen (chapter 27).
 
-    Going down the ranks to full fine-tuning, the trainable parameters grow, the loss on the new text ends
-    lower, and the loss on the old text rises further."""
+    Going down the ranks to full fine-tuning, the trainable parameters grow; the drawing shows what each run
+    learned of the new text and lost of the old one, step by step."""
     _check_runs(runs)
     names = list(runs)
     run = widgets.Dropdown(options=names, value=names[0], description="fine-tuning",
