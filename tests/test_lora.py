@@ -9,6 +9,7 @@ gradients.
 
 import copy
 
+import peft
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,8 +26,6 @@ from attnbook.torch.lora import (
     unload_lora,
 )
 from attnbook.torch.transformer import GPT, GPTConfig
-
-peft = pytest.importorskip("peft")
 
 
 class OneLayer(nn.Module):

@@ -27,6 +27,25 @@ PYTHON_SOURCE_FILES = ("textwrap.py", "heapq.py", "bisect.py", "fractions.py", "
                        "sched.py", "copy.py", "contextlib.py")
 # The SHA-256 of the text load_python_source() returns (the file after its header), in UTF-8.
 SHA256 = "7dbbee98c0769638555aa77472bfc6fed9378d23f092fa0ae307796e7d2acaec"
+# Each file's SHA-256 as CPython 3.11.7 ships it: the text is checked against these on any Python.
+FILE_SHA256 = {
+    'textwrap.py': '62867e40cdea6669b361f72af4d7daf0359f207c92cbeddfc7c7506397c1f31c',
+    'heapq.py': '6d43277e5c76fc0f073cd388fcff852d14d068f6bb6d4886c340f8b75a1229a9',
+    'bisect.py': 'e5b2ff166f48a06e70ae831d8c9b47283fcd0c254306eee12d3dae9c55e11526',
+    'fractions.py': 'b11e850e354808b882d13a70a911c29accd1dbdd41757566704e3b7206c74edb',
+    'string.py': '24aeae1f0526250f442022022bf98df9a823b1cb330543ee79e70e44907462e9',
+    'shlex.py': '42ab6060f316e121e374e6621d8c1c98b8db323903c3df289a810c45a8ae46a7',
+    'colorsys.py': 'd9800f8e81d46e63ca6f2e7d6ac5f344d85afb92c3cf6d103b5f977f1ad66ac2',
+    'queue.py': 'f6c37fc37cd7440979f7d22d40ee818fa3b714c573610c08fa52911d541193f0',
+    'random.py': 'b931a2d452db89ab9e1f79d59b66ce194dbd6748049cfe44699726da52b9c956',
+    'fnmatch.py': '6683da36e47af523f3f41e18ad244d837783e19e98911cc0b7415dea81494ebc',
+    'glob.py': 'fa579f8a50a66313d34d339f10be0821c9b4fed6207e8ba8e29ed1c5e119f740',
+    'graphlib.py': '7bd338c5a475d1101064603d3baa5507446d3c5e73f741f6d6e77c6204c1eb65',
+    'reprlib.py': '264433cc232332db871666b3bb6e4c2cb97b092cb8d5056a45ec2e53daea2b1c',
+    'sched.py': 'edfb309483d7cb05e06ad86d1fdeb819629f71402dc6710a1bec36c7afcaac50',
+    'copy.py': '27dcfc53a4b9d4fbc3d90c74e549eb6eca9301524d6d2fbff9a6589cf51b6fd5',
+    'contextlib.py': 'd732c045bc7450997f97b2f79cfdb1546b68d2655e89ab3170f3b19b3930d83c',
+}
 
 
 def load_python_source() -> str:
