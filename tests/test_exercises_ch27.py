@@ -1,18 +1,19 @@
 """Chapter 27's checkers accept answers computed another way and refuse ready-made and likely wrong ones."""
 
+import numpy as np
 import torch
 
-from attnbook.exercises import check_lora_grad_a, check_lora_trainable_count
-from attnbook.exercises.ch27 import _count_mistake, _grad_a_mistake
-from attnbook.torch.lora import add_lora, count_trainable
-from attnbook.torch.transformer import GPT, GPTConfig
-
-SIZES = {"q_proj": "dd", "k_proj": "dd", "v_proj": "dd", "out_proj": "dd", "fc1": "df", "fc2": "fd"}
+from attnbook.exercises import check_lora_closest_weight, check_lora_grad_a
+from attnbook.exercises.ch27 import _closest_mistake, _grad_a_mistake
+from attnbook.torch.lora import closest_low_rank_weight
 
 
-def count_by_table(n_layers, d_model, d_ff, rank, targets):
-    width = {"d": d_model, "f": d_ff}
-    return n_layers * rank * sum(width[SIZES[t][0]] + width[SIZES[t][1]] for t in targets)
+def closest_by_eigh(before, after, rank):
+    # The change's top right singular vectors are the top eigenvectors of D^T D: project D onto them.
+    D = (after - before).numpy()
+    values, vectors = np.linalg.eigh(D.T @ D)  # ascending
+    V = vectors[:, ::-1][:, :rank]
+    return before + torch.from_numpy(D @ V @ V.T)
 
 
 def grad_a_by_einsum(x, A, B, scaling, dy):
@@ -20,14 +21,14 @@ def grad_a_by_einsum(x, A, B, scaling, dy):
 
 
 def test_answers_computed_another_way_pass():
-    assert check_lora_trainable_count(count_by_table)
+    assert check_lora_closest_weight(closest_by_eigh)
     assert check_lora_grad_a(grad_a_by_einsum)
 
 
 def test_the_reference_passes_and_every_mistake_is_refused_with_its_hint():
-    for variant, words in (("full", "frozen matrices"), ("a_only", "B trains too"),
-                           ("one_layer", "every block"), ("square_ff", "fc1 maps d_model to d_ff")):
-        verdict = check_lora_trainable_count(_count_mistake(variant))
+    for variant, words in (("truncate_after", "not the fine-tuned matrix"), ("change_only", "adapter's change alone"),
+                           ("smallest", "largest singular values"), ("no_values", "weighted by its singular")):
+        verdict = check_lora_closest_weight(_closest_mistake(variant))
         assert not verdict and words in verdict.message, verdict.message
     for variant, words in (("no_scaling", "multiplied by scaling"), ("scaling_twice", "not squared"),
                            ("mean", "not a mean"), ("last_row", "shared by every row")):
@@ -36,13 +37,18 @@ def test_the_reference_passes_and_every_mistake_is_refused_with_its_hint():
 
 
 def test_delegating_answers_are_refused_by_name():
-    def wraps_a_gpt(n_layers, d_model, d_ff, rank, targets):
-        model = GPT(GPTConfig(vocab_size=3, block_size=2, n_layers=n_layers, n_heads=1, d_model=d_model, d_ff=d_ff))
-        add_lora(model, rank, targets=targets)
-        return count_trainable(model)
+    def calls_the_package(before, after, rank):
+        return closest_low_rank_weight(before, after, rank)
 
-    verdict = check_lora_trainable_count(wraps_a_gpt)
-    assert not verdict and "add_lora" in verdict.message, verdict.message
+    verdict = check_lora_closest_weight(calls_the_package)
+    assert not verdict and "closest_low_rank_weight" in verdict.message, verdict.message
+
+    def randomised(before, after, rank):
+        U, S, V = torch.svd_lowrank(after - before, q=rank, niter=20)
+        return before + (U * S) @ V.T
+
+    verdict = check_lora_closest_weight(randomised)
+    assert not verdict and "svd_lowrank" in verdict.message, verdict.message
 
     def by_autograd(x, A, B, scaling, dy):
         A = A.clone().requires_grad_(True)
@@ -55,13 +61,13 @@ def test_delegating_answers_are_refused_by_name():
 
 
 def test_other_wrong_answers_are_refused():
-    # counting the biases of the wrapped layers too, as if they trained
-    def with_biases(n_layers, d_model, d_ff, rank, targets):
-        out = {"d": d_model, "f": d_ff}
-        return count_by_table(n_layers, d_model, d_ff, rank, targets) + n_layers * sum(out[SIZES[t][1]]
-                                                                                       for t in targets)
+    # cutting the rows of the change instead of its singular directions: rank r columns of D kept
+    def first_columns(before, after, rank):
+        D = (after - before).clone()
+        D[:, rank:] = 0
+        return before + D
 
-    assert not check_lora_trainable_count(with_biases)
+    assert not check_lora_closest_weight(first_columns)
 
     # B where B transposed belongs: right only where B happens to be square
     def b_untransposed(x, A, B, scaling, dy):

@@ -9,6 +9,7 @@ gradients.
 
 import copy
 
+import numpy as np
 import peft
 import pytest
 import torch
@@ -20,6 +21,7 @@ from attnbook.torch.lora import (
     GPT_LINEAR_NAMES,
     LoRALinear,
     add_lora,
+    closest_low_rank_weight,
     count_trainable,
     lora_layers,
     merge_lora,
@@ -215,3 +217,28 @@ def test_unloading_gives_a_plain_gpt_of_the_original_size_with_the_same_logits()
         fresh = GPT(model.config)
         fresh.load_state_dict(model.state_dict())  # an ordinary GPT takes the weights as they are
         torch.testing.assert_close(fresh(ids), adapted, rtol=1e-4, atol=1e-5)
+
+
+def test_the_closest_low_rank_weight_is_eckart_young_s_and_beats_random_adapters():
+    # Oracle: numpy's SVD of the change; no adapter of the same rank (random A and B) comes closer.
+    g = torch.Generator().manual_seed(5)
+    before, after = torch.randn(9, 6, generator=g, dtype=torch.float64), torch.randn(9, 6, generator=g,
+                                                                                      dtype=torch.float64)
+    for rank in (1, 3, 6):
+        got = closest_low_rank_weight(before, after, rank)
+        U, S, Vh = np.linalg.svd((after - before).numpy(), full_matrices=False)
+        np.testing.assert_allclose(got.numpy(), before.numpy() + (U[:, :rank] * S[:rank]) @ Vh[:rank], atol=1e-10)
+        assert np.linalg.matrix_rank((got - before).numpy()) == rank
+        best = (got - after).norm()
+        for _ in range(20):
+            A, B = torch.randn(9, rank, generator=g, dtype=torch.float64), torch.randn(rank, 6, generator=g,
+                                                                                       dtype=torch.float64)
+            assert (before + A @ B - after).norm() >= best
+    assert torch.allclose(closest_low_rank_weight(before, after, 6), after)
+
+
+@pytest.mark.parametrize("shape_after, rank, words", [((9, 5), 2, "one shape"), ((9, 6), 0, "rank"),
+                                                      ((9, 6), 7, "at most"), ((9, 6), 2.0, "integer")])
+def test_the_closest_low_rank_weight_refuses_what_it_cannot_compute(shape_after, rank, words):
+    with pytest.raises(ValueError, match=words):
+        closest_low_rank_weight(torch.zeros(9, 6), torch.zeros(*shape_after), rank)

@@ -40,7 +40,7 @@ def lora_curves_figure(runs: dict[str, dict], chosen: str, total: int, new_name:
         run = runs[chosen]
         ax.plot(run["steps"], run[key], "o-", color="C0" if key == "new" else "C3", lw=2, label=chosen)
         ax.set_xlabel("fine-tuning step")
-        ax.set_ylabel(f"validation loss on the {what} (nats)")
+        ax.set_ylabel(f"validation loss on {what} (nats)")
         ax.set_title(f"{what}: {run[key][0]:.2f} at the start, {run[key][-1]:.2f} at the end", fontsize=10)
         ax.legend(fontsize=8)
     trainable = runs[chosen]["trainable"]
@@ -82,8 +82,8 @@ def forgetting_figure(runs: dict[str, dict], new_name: str = "new text", old_nam
                     arrowprops={"arrowstyle": "->", "color": f"C{k}", "alpha": 0.4})
         ax.plot(run["old"][-1], run["new"][-1], "o", color=f"C{k}", ms=8,
                 label=f"{name}: {run['trainable']:,} trainable")
-    ax.set_xlabel(f"validation loss on the {old_name} (nats; right: forgotten)")
-    ax.set_ylabel(f"validation loss on the {new_name} (nats; down: learned)")
+    ax.set_xlabel(f"validation loss on {old_name} (nats; right: forgotten)")
+    ax.set_ylabel(f"validation loss on {new_name} (nats; down: learned)")
     ax.set_title("what each way of fine-tuning learns and forgets")
     ax.legend(fontsize=8)
     fig.tight_layout()

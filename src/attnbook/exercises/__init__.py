@@ -61,8 +61,8 @@ _NEED_TORCH = {
     "check_mask_tokens_by_hand": "ch24",
     "check_polar_from_gram": "ch25",
     "check_quintic_for_slope": "ch25",
+    "check_lora_closest_weight": "ch27",
     "check_lora_grad_a": "ch27",
-    "check_lora_trainable_count": "ch27",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -92,8 +92,8 @@ __all__ = [
     "check_log_softmax_rows",
     "check_longest_context",
     "check_loo_predictions",
+    "check_lora_closest_weight",
     "check_lora_grad_a",
-    "check_lora_trainable_count",
     "check_mask_tokens_by_hand",
     "check_merge_partials",
     "check_mha_float_mask",

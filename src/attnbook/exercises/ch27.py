@@ -1,82 +1,78 @@
 """Checkers for the coding exercises of chapter 27 (fine-tuning and LoRA).
 
-The count of an adapter's trainable parameters is checked against a GPT actually wrapped by ``add_lora``;
-the gradient of ``A`` against autograd through the package's ``LoRALinear``. Answers that call those (or
-autograd) are refused.
+The adapter closest to a fully fine-tuned matrix is checked against the package's
+``closest_low_rank_weight``; the gradient of ``A`` against autograd through the package's ``LoRALinear``.
+Answers that call those (or autograd, or torch's randomised low-rank factorisations) are refused.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import torch
 
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.torch.linear import Linear
-from attnbook.torch.lora import GPT_LINEAR_NAMES, LoRALinear, add_lora, count_trainable
-from attnbook.torch.transformer import GPT, GPTConfig
+from attnbook.torch.lora import LoRALinear, closest_low_rank_weight
 
-# --- how many numbers an adapter trains ---------------------------------------------------------------------------
-
-
-def _count_by_wrapping(n_layers: int, d_model: int, d_ff: int, rank: int, targets: Sequence[str]) -> int:
-    # The package's answer: build the GPT, wrap the named layers, count what requires a gradient.
-    with torch.random.fork_rng(devices=[]):  # leaves the caller's random numbers as they were
-        model = GPT(GPTConfig(vocab_size=3, block_size=2, n_layers=n_layers, n_heads=1, d_model=d_model, d_ff=d_ff))
-        add_lora(model, rank, targets=tuple(targets))
-    return count_trainable(model)
+# --- the adapter closest to full fine-tuning -----------------------------------------------------------------------
 
 
-def _sizes(d_model: int, d_ff: int, square_ff: bool = False) -> dict[str, tuple[int, int]]:
-    ff = (d_model, d_model) if square_ff else (d_model, d_ff)
-    return {"q_proj": (d_model, d_model), "k_proj": (d_model, d_model), "v_proj": (d_model, d_model),
-            "out_proj": (d_model, d_model), "fc1": ff, "fc2": ff[::-1]}
+def _closest_mistake(variant: str):
+    def closest(before, after, rank):
+        target = after if variant == "truncate_after" else after - before
+        U, S, Vh = torch.linalg.svd(target, full_matrices=False)
+        keep = slice(len(S) - rank, len(S)) if variant == "smallest" else slice(0, rank)
+        scale = torch.ones_like(S[keep]) if variant == "no_values" else S[keep]
+        low = (U[:, keep] * scale) @ Vh[keep]
+        return low if variant in ("truncate_after", "change_only") else before + low
+
+    closest.__name__ = f"closest_{variant}"
+    return closest
 
 
-def _count_mistake(variant: str):
-    def count(n_layers, d_model, d_ff, rank, targets):
-        sizes = _sizes(d_model, d_ff, square_ff=variant == "square_ff")
-        per_layer = 0
-        for name in targets:
-            d_in, d_out = sizes[name]
-            per_layer += {"a_only": rank * d_in, "full": d_in * d_out}.get(variant, rank * (d_in + d_out))
-        return per_layer * (1 if variant == "one_layer" else n_layers)
+def _closest_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(2728)
 
-    count.__name__ = f"count_{variant}"
-    return count
+    def r(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
 
-
-def _count_cases() -> list[Case]:
     cases = []
-    for n_layers, d_model, d_ff, rank, targets in (
-            (4, 128, 512, 1, ("q_proj", "v_proj")),
-            (4, 128, 512, 16, GPT_LINEAR_NAMES),
-            (2, 64, 256, 4, ("fc1",)),
-            (1, 48, 100, 3, ("out_proj", "fc2")),
-            (3, 32, 96, 8, ("k_proj", "fc1", "fc2")),
-            (6, 384, 1536, 8, ("q_proj", "k_proj", "v_proj", "out_proj"))):
-        cases.append(Case(f"{n_layers} layers, d_model {d_model}, d_ff {d_ff}, rank {rank}, targets {targets}",
-                          (n_layers, d_model, d_ff, rank, targets)))
+    for d_in, d_out, rank in ((6, 4, 2), (5, 8, 3), (10, 10, 1), (12, 7, 4)):
+        before = r(d_in, d_out)
+        cases.append(Case(f"a {d_in} by {d_out} matrix and a change of full rank, rank {rank}",
+                          (before, before + 0.3 * r(d_in, d_out), rank)))
+    before = r(8, 6)
+    cases.append(Case("a change of rank 2 exactly, rank 2: the answer is the fine-tuned matrix itself",
+                      (before, before + r(8, 2) @ r(2, 6), 2)))
+    before = r(4, 9)
+    cases.append(Case("rank 4 = min(d_in, d_out): nothing is cut", (before, before + r(4, 9), 4)))
     return cases
 
 
-check_lora_trainable_count = Checker(
-    name="lora_trainable_count",
-    doc="Check ``fn(n_layers, d_model, d_ff, rank, targets) -> int``: the number of parameters that train when "
-        "``add_lora(model, rank, targets=targets)`` wraps the Linear layers named in ``targets`` (any of "
-        "``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``, ``fc1``, ``fc2``) of a GPT with ``n_layers`` blocks of "
-        "width ``d_model`` and feed-forward width ``d_ff``, counted without building the model.",
-    reference=_count_by_wrapping,
-    cases=_count_cases(),
+def _closest_by_svd(before: torch.Tensor, after: torch.Tensor, rank: int) -> torch.Tensor:
+    # The package's answer, wrapped so that the learner's call of it can be refused.
+    return closest_low_rank_weight(before, after, rank)
+
+
+check_lora_closest_weight = Checker(
+    name="lora_closest_weight",
+    doc="Check ``fn(before, after, rank) -> W`` ``(d_in, d_out)``: the merged weight ``before + (alpha / r) A B`` "
+        "of the rank-``rank`` adapter that comes closest, in the Frobenius norm, to the fully fine-tuned matrix "
+        "``after``. The package's ``closest_low_rank_weight`` and torch's randomised ``svd_lowrank`` and "
+        "``pca_lowrank`` are refused.",
+    reference=_closest_by_svd,
+    cases=_closest_cases(),
     mistakes=(
-        Mistake(_count_mistake("full"), "that is the size of the frozen matrices the adapters sit beside: an "
-                "adapter trains A (d_in by r) and B (r by d_out), not W."),
-        Mistake(_count_mistake("a_only"), "B trains too: r numbers for each of the layer's d_out outputs."),
-        Mistake(_count_mistake("one_layer"), "every block has its own q_proj, v_proj, ...: one adapter per block."),
-        Mistake(_count_mistake("square_ff"), "fc1 maps d_model to d_ff and fc2 maps d_ff back to d_model: their "
-                "adapters are r (d_model + d_ff) each, not r (d_model + d_model)."),
+        Mistake(_closest_mistake("truncate_after"), "the adapter adds a change to the frozen weight, which it "
+                "keeps whole: cut the change after - before to rank r, not the fine-tuned matrix."),
+        Mistake(_closest_mistake("change_only"), "that is the adapter's change alone: the merged weight is the "
+                "frozen weight plus that change."),
+        Mistake(_closest_mistake("smallest"), "keep the directions with the largest singular values: they hold "
+                "the most of the change (torch.linalg.svd returns them in descending order)."),
+        Mistake(_closest_mistake("no_values"), "each kept direction u_i v_i^T is weighted by its singular value "
+                "sigma_i."),
     ),
-    forbidden=(add_lora, count_trainable, LoRALinear.__init__),
+    atol=1e-9,
+    forbidden=(closest_low_rank_weight, "torch.svd_lowrank", "torch.pca_lowrank"),
 )
 
 

@@ -153,3 +153,22 @@ def unload_lora(model: nn.Module) -> nn.Module:
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, layer.base)
     return model
+
+
+@torch.no_grad()
+def closest_low_rank_weight(before: torch.Tensor, after: torch.Tensor, rank: int) -> torch.Tensor:
+    """The weight a rank-``rank`` adapter on ``before`` would need to come closest to ``after`` (chapter 27).
+
+    ``before`` and ``after`` are ``(d_in, d_out)``: a matrix before and after full fine-tuning. Returns
+    ``before + D_r``, where ``D_r`` keeps the ``rank`` largest singular values of the change
+    ``after - before`` (the best approximation of rank ``rank`` in the Frobenius norm, Eckart and Young).
+    Raises ``ValueError`` for shapes that differ or a rank outside ``1 .. min(d_in, d_out)``.
+    """
+    if before.ndim != 2 or before.shape != after.shape:
+        raise ValueError(f"expected two matrices of one shape, got {tuple(before.shape)} and {tuple(after.shape)}")
+    require_int("rank", rank, minimum=1)
+    rank = int(rank)
+    if rank > min(before.shape):
+        raise ValueError(f"rank must be at most min(d_in, d_out) = {min(before.shape)}, got {rank}")
+    U, S, Vh = torch.linalg.svd(after - before, full_matrices=False)  # descending singular values
+    return before + (U[:, :rank] * S[:rank]) @ Vh[:rank]
