@@ -2,6 +2,7 @@
 
 from attnbook._lazy import lazy_exports
 from attnbook.data.grades import grades_and_salaries
+from attnbook.data.python_source import load_python_source, to_alphabet
 from attnbook.data.shakespeare import DataUnavailableError, load_tinyshakespeare, tinyshakespeare_path
 from attnbook.data.toy_embeddings import TOY_FEATURES, toy_word_embeddings
 
@@ -24,10 +25,12 @@ __all__ = [
     "DataUnavailableError",
     "MaskedCharTokenizer",
     "grades_and_salaries",
+    "load_python_source",
     "load_tinyshakespeare",
     "random_windows",
     "sequential_windows",
     "split",
     "tinyshakespeare_path",
+    "to_alphabet",
     "toy_word_embeddings",
 ]

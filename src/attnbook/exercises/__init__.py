@@ -63,6 +63,8 @@ _NEED_TORCH = {
     "check_quintic_for_slope": "ch25",
     "check_grid_encoding": "ch26",
     "check_patches_to_images": "ch26",
+    "check_lora_closest_weight": "ch27",
+    "check_lora_grad_a": "ch27",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -93,6 +95,8 @@ __all__ = [
     "check_log_softmax_rows",
     "check_longest_context",
     "check_loo_predictions",
+    "check_lora_closest_weight",
+    "check_lora_grad_a",
     "check_mask_tokens_by_hand",
     "check_merge_partials",
     "check_mha_float_mask",

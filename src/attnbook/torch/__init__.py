@@ -22,6 +22,7 @@ from attnbook.torch.inspect import (
 from attnbook.torch.kvcache import KVCache, kv_cache_bytes
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
+from attnbook.torch.lora import LoRALinear, add_lora, count_trainable, lora_layers, merge_lora, unload_lora
 from attnbook.torch.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
 from attnbook.torch.rmsnorm import RMSNorm, rms_norm
@@ -111,4 +112,10 @@ __all__ = [
     "rotary_frequencies",
     "rotate_half",
     "sliding_window_mask",
+    "LoRALinear",
+    "add_lora",
+    "count_trainable",
+    "lora_layers",
+    "merge_lora",
+    "unload_lora",
 ]
