@@ -28,7 +28,7 @@ from attnbook.torch.circuits import (
 )
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, split_heads
 from attnbook.torch.rotary import apply_rotary
-from attnbook.training.induction import InductionConfig, copy_losses, drop_window, train_induction
+from attnbook.training.induction import InductionConfig, copy_losses, steepest_drop, train_induction
 
 
 def model(positions="learned", n_layers=1, final_norm=True, seed=0, **sizes):
@@ -120,7 +120,7 @@ def test_attention_maps_are_each_layers_weights():
 def test_token_losses_are_the_negative_log_probabilities_of_the_next_tokens():
     m = model(n_layers=2)
     ids = ids_batch()
-    log_p = torch.log_softmax(m(ids), -1)
+    log_p = torch.log_softmax(m(ids), -1).detach()
     losses = token_losses(m, ids)
     assert losses.shape == (3, 8)
     for b in range(3):
@@ -252,7 +252,7 @@ def test_qk_and_ov_matrices_give_the_heads_scores_and_outputs():
     q, k, v = (split_heads(x @ W, 2) for W in (attn.W_q, attn.W_k, attn.W_v))  # (h, T, d_head)
     for h in range(2):
         torch.testing.assert_close(x @ qk_matrix(attn, h) @ x.T, q[h] @ k[h].T)
-        torch.testing.assert_close(x @ ov_matrix(attn, h), v[h] @ attn.W_o[2 * h:2 * h + 2])
+        torch.testing.assert_close(x @ ov_matrix(attn, h), v[h] @ attn.W_o[4 * h:4 * h + 4])
 
 
 def test_composition_is_invariant_to_scaling_and_bounded():
@@ -286,16 +286,18 @@ def test_random_composition_matches_a_direct_draw():
     assert abs(float(scores.mean()) - float(np.mean(direct))) < 5 * math.sqrt(2) * se
 
 
-def test_drop_window_finds_a_step_and_a_ramp():
+def test_steepest_drop_finds_a_step_and_a_ramp():
     steps = np.arange(1000)
     step_curve = np.where(steps < 600, 3.0, 0.5)
-    start, end = drop_window(step_curve, smooth=10)
-    assert 595 <= start <= end <= 605
+    start, share = steepest_drop(step_curve, width=50, smooth=10)
+    assert 550 <= start <= 600 and share == 1.0  # the whole fall lies inside one window of 50 steps
     ramp = np.clip(3.0 - (steps - 200) * 2.5 / 500, 0.5, 3.0)  # falls evenly from step 200 to 700
-    start, end = drop_window(ramp, smooth=1)
-    assert abs(start - 250) <= 1 and abs(end - 650) <= 1  # 10% and 90% of the way
+    start, share = steepest_drop(ramp, width=100, smooth=1)
+    assert 200 <= start <= 600 and abs(share - 100 / 500) < 1e-9
+    by_loop = max((ramp[i] - ramp[i + 100]) for i in range(900)) / (ramp[0] - ramp[-1])
+    assert abs(share - by_loop) < 1e-12
     with pytest.raises(ValueError, match="does not fall"):
-        drop_window(np.ones(100), smooth=5)
+        steepest_drop(np.ones(100), width=10, smooth=5)
 
 
 def test_a_short_training_run_logs_both_copies_and_learns():

@@ -61,6 +61,8 @@ _NEED_TORCH = {
     "check_mask_tokens_by_hand": "ch24",
     "check_polar_from_gram": "ch25",
     "check_quintic_for_slope": "ch25",
+    "check_induction_targets": "ch28",
+    "check_q_composition": "ch28",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -84,6 +86,7 @@ __all__ = [
     "check_gqa_by_groups",
     "check_group_norm_columns",
     "check_head_circuits",
+    "check_induction_targets",
     "check_influence_by_rows",
     "check_learn_merges_incremental",
     "check_llama_block_step",
@@ -105,6 +108,7 @@ __all__ = [
     "check_polar_from_gram",
     "check_position_from_encoding",
     "check_pre_norm_block",
+    "check_q_composition",
     "check_quintic_for_slope",
     "check_rebase_rotary",
     "check_ring_cache_mask",

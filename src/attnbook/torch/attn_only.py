@@ -67,6 +67,12 @@ class AttnOnlyTransformer(nn.Module):
             for _ in range(c.n_layers))
         self.norm = LayerNorm(c.d_model) if c.final_norm else None
         self.unembed = Unembedding(c.d_model, c.vocab_size)
+        # No norm reads the stream before attention, so its scale sets the size of the first scores: embeddings
+        # of unit variance (not GPT-2's 0.02, made for pre-norm blocks) give scores of order 1 from the start.
+        with torch.no_grad():
+            self.tok.E.normal_(0.0, 1.0)
+            if self.pos is not None:
+                self.pos.P.normal_(0.0, 1.0)
 
     def residual(self, ids: torch.Tensor) -> torch.Tensor:
         """The residual stream after the last layer, before the final norm: ``(B, T, d_model)``."""

@@ -28,16 +28,16 @@ class InductionConfig:
     """The data (``vocab_size``, segment lengths ``min_len .. max_len``), the model and the optimisation."""
 
     vocab_size: int = 32
-    min_len: int = 8
-    max_len: int = 24
+    min_len: int = 6
+    max_len: int = 16
     n_layers: int = 2
-    n_heads: int = 4
+    n_heads: int = 2
     d_model: int = 64
     positions: str = "rotary"
-    steps: int = 1500
+    steps: int = 800
     batch_size: int = 32
-    lr: float = 1e-3
-    min_lr: float = 1e-4
+    lr: float = 5e-3
+    min_lr: float = 5e-4
     warmup: int = 50
     weight_decay: float = 0.01
     grad_clip: float = 1.0
@@ -123,20 +123,19 @@ def copy_losses(model: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor
     return losses[:, first].mean(1), losses[:, second].mean(1)
 
 
-def drop_window(curve: np.ndarray, low: float = 0.1, high: float = 0.9, smooth: int = 25) -> tuple[int, int]:
-    """When a falling curve does most of its falling: ``(start, end)``, the first steps at which its running
-    mean over ``smooth`` steps has covered ``low`` and ``high`` of the way from its first value to its last.
-    ``end - start`` steps hold the middle ``high - low`` of the whole drop. Chapter 28."""
+def steepest_drop(curve: np.ndarray, width: int, smooth: int = 25) -> tuple[int, float]:
+    """Where a falling curve falls fastest: ``(start, share)``, the window of ``width`` steps from ``start`` over
+    which its running mean (over ``smooth`` steps) falls the most, and that fall as a share of the whole fall of
+    the running mean, from its first value to its last. A curve that falls at an even rate over ``n`` steps
+    gives a share of about ``width / n``; a phase change, most of the fall. Chapter 28."""
     curve = np.asarray(curve, dtype=float)
-    if curve.ndim != 1 or len(curve) < 2 * smooth or smooth < 1:
-        raise ValueError(f"need a curve (steps,) of at least 2 smooth = {2 * smooth} values; got shape {curve.shape}")
-    if not 0 <= low < high <= 1:
-        raise ValueError(f"need 0 <= low < high <= 1; got {low} and {high}")
+    if curve.ndim != 1 or smooth < 1 or not 1 <= width < len(curve) - smooth:
+        raise ValueError(f"need a curve (steps,) longer than width + smooth = {width + smooth}, width >= 1; got "
+                         f"shape {curve.shape}")
     mean = np.convolve(curve, np.ones(smooth) / smooth, mode="valid")  # mean[i]: steps i .. i + smooth - 1
     drop = mean[0] - mean[-1]
     if not drop > 0:
         raise ValueError(f"the curve does not fall: its running mean goes from {mean[0]:.4g} to {mean[-1]:.4g}")
-    centre = smooth // 2  # mean[i] is reported at the middle of its window
-    start = int(np.argmax(mean <= mean[0] - low * drop)) + centre
-    end = int(np.argmax(mean <= mean[0] - high * drop)) + centre
-    return start, end
+    falls = mean[:-width] - mean[width:]  # falls[i]: from the window centred at i + smooth // 2 to width later
+    i = int(np.argmax(falls))
+    return i + smooth // 2, float(falls[i] / drop)
