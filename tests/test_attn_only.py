@@ -279,8 +279,8 @@ def test_random_composition_matches_a_direct_draw():
     direct = []
     for _ in range(400):
         Q, K, V = (torch.randn(16, 4, generator=g, dtype=torch.float64) for _ in range(3))
-        O = torch.randn(4, 16, generator=g, dtype=torch.float64)
-        direct.append(column_k_composition(Q.T.numpy(), K.T.numpy(), V.T.numpy(), O.T.numpy()))
+        W_O = torch.randn(4, 16, generator=g, dtype=torch.float64)
+        direct.append(column_k_composition(Q.T.numpy(), K.T.numpy(), V.T.numpy(), W_O.T.numpy()))
     # two independent samples of the same distribution: their means agree to a few standard errors
     se = float(np.std(direct)) / math.sqrt(400)
     assert abs(float(scores.mean()) - float(np.mean(direct))) < 5 * math.sqrt(2) * se

@@ -92,12 +92,18 @@ def _q_composition(W_Q, W_K, W_V, W_O):
     return q_composition(W_Q @ W_K.T, W_V @ W_O)
 
 
+def _ratio(left, right):
+    """``||left right|| / (||left|| ||right||)`` written out: the mistakes may not call the forbidden functions."""
+    norm = torch.linalg.matrix_norm
+    return norm(left @ right) / (norm(left) * norm(right))
+
+
 def _k_instead(W_Q, W_K, W_V, W_O):
-    return k_composition(W_Q @ W_K.T, W_V @ W_O)
+    return _ratio(W_Q @ W_K.T, (W_V @ W_O).T)
 
 
 def _row_ov_as_column(W_Q, W_K, W_V, W_O):
-    return composition_score((W_Q @ W_K.T).T, W_V @ W_O)  # the row-layout OV used as the paper's W_OV
+    return _ratio((W_Q @ W_K.T).T, W_V @ W_O)  # the row-layout OV used as the paper's W_OV
 
 
 def _unnormalised(W_Q, W_K, W_V, W_O):
