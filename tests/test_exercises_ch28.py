@@ -4,9 +4,9 @@ mistakes get their hints, and plausible wrong answers of other kinds fail."""
 import numpy as np
 import torch
 
-from attnbook.exercises import check_induction_targets, check_q_composition
+from attnbook.exercises import check_induction_targets, check_v_composition
 from attnbook.exercises.ch28 import _composition_cases, _targets_cases
-from attnbook.torch.circuits import composition_score, induction_targets, q_composition
+from attnbook.torch.circuits import composition_score, induction_targets, v_composition
 
 
 def targets_by_loops(ids):
@@ -62,55 +62,68 @@ def test_the_cases_cover_first_tokens_and_immediate_repeats():
     assert "[7, 7, 7]" in labels and "no token repeats" in labels
 
 
-def q_by_column_convention(W_Q, W_K, W_V, W_O):
-    Wq, Wk, Wv, Wo = (W.numpy() for W in (W_Q.T, W_K.T, W_V.T, W_O.T))  # the column convention's matrices
-    W_QK, W_OV = Wq.T @ Wk, Wo @ Wv
-    return float(np.linalg.norm(W_QK.T @ W_OV) / (np.linalg.norm(W_QK) * np.linalg.norm(W_OV)))
+def v_by_column_convention(W_V1, W_O1, W_V2, W_O2):
+    # the column convention's matrices are the transposes of the package's (in, out) ones
+    Wv1, Wo1, Wv2, Wo2 = (W.numpy().T for W in (W_V1, W_O1, W_V2, W_O2))
+    OV1, OV2 = Wo1 @ Wv1, Wo2 @ Wv2  # the paper's W_OV = W_O W_V
+    return float(np.linalg.norm(OV2 @ OV1) / (np.linalg.norm(OV2) * np.linalg.norm(OV1)))
 
 
-def test_q_composition_accepts_the_column_convention_formula():
-    assert check_q_composition(q_by_column_convention)
+def test_v_composition_accepts_the_column_convention_formula():
+    assert check_v_composition(v_by_column_convention)
 
-    def through_the_ov_side(W_Q, W_K, W_V, W_O):  # ||OV QK|| in the row layout, the same number
-        qk, ov = W_Q @ W_K.T, W_V @ W_O
-        return torch.linalg.matrix_norm(ov @ qk) / (torch.linalg.matrix_norm(qk) * torch.linalg.matrix_norm(ov))
+    def row_layout(W_V1, W_O1, W_V2, W_O2):  # ||OV1 OV2|| in the row layout, the same number
+        ov1, ov2 = W_V1 @ W_O1, W_V2 @ W_O2
+        return torch.linalg.matrix_norm(ov1 @ ov2) / (torch.linalg.matrix_norm(ov1) * torch.linalg.matrix_norm(ov2))
 
-    assert check_q_composition(through_the_ov_side)
+    assert check_v_composition(row_layout)
 
 
-def test_q_composition_refuses_the_package():
-    verdict = check_q_composition(lambda W_Q, W_K, W_V, W_O: q_composition(W_Q @ W_K.T, W_V @ W_O))
-    assert not verdict and "q_composition" in verdict.message
-    verdict = check_q_composition(lambda W_Q, W_K, W_V, W_O: composition_score(W_V @ W_O, W_Q @ W_K.T))
+def test_v_composition_refuses_the_package():
+    verdict = check_v_composition(lambda W_V1, W_O1, W_V2, W_O2: v_composition(W_V2 @ W_O2, W_V1 @ W_O1))
+    assert not verdict and "v_composition" in verdict.message
+    verdict = check_v_composition(lambda W_V1, W_O1, W_V2, W_O2: composition_score(W_V1 @ W_O1, W_V2 @ W_O2))
     assert not verdict and "composition_score" in verdict.message
 
 
-def test_q_composition_names_each_mistake():
-    def k_comp(W_Q, W_K, W_V, W_O):
-        qk, ov = (W_Q @ W_K.T).numpy(), (W_V @ W_O).numpy()
-        return np.linalg.norm(qk @ ov.T) / (np.linalg.norm(qk) * np.linalg.norm(ov))
+def test_v_composition_names_each_mistake():
+    def norm(a):
+        return np.linalg.norm(a)
 
-    def row_ov(W_Q, W_K, W_V, W_O):
-        qk, ov = (W_Q @ W_K.T).numpy(), (W_V @ W_O).numpy()
-        return np.linalg.norm(qk.T @ ov) / (np.linalg.norm(qk) * np.linalg.norm(ov))
+    def ovs(W_V1, W_O1, W_V2, W_O2):
+        return (W_V1 @ W_O1).numpy(), (W_V2 @ W_O2).numpy()
 
-    def no_norms(W_Q, W_K, W_V, W_O):
-        qk, ov = (W_Q @ W_K.T).numpy(), (W_V @ W_O).numpy()
-        return np.linalg.norm(qk.T @ ov.T)
+    def reversed_order(*w):
+        ov1, ov2 = ovs(*w)
+        return norm(ov2 @ ov1) / (norm(ov1) * norm(ov2))
 
-    hinted(check_q_composition, k_comp, "K-composition")
-    hinted(check_q_composition, row_ov, "transpose")
-    hinted(check_q_composition, no_norms, "Frobenius norms")
+    def one_transposed(*w):
+        ov1, ov2 = ovs(*w)
+        return norm(ov1.T @ ov2) / (norm(ov1) * norm(ov2))
+
+    def no_norms(*w):
+        ov1, ov2 = ovs(*w)
+        return norm(ov1 @ ov2)
+
+    def factor_norms(W_V1, W_O1, W_V2, W_O2):
+        ov1, ov2 = ovs(W_V1, W_O1, W_V2, W_O2)
+        return norm(ov1 @ ov2) / float(np.prod([norm(W.numpy()) for W in (W_V1, W_O1, W_V2, W_O2)]))
+
+    hinted(check_v_composition, reversed_order, "order is reversed")
+    hinted(check_v_composition, one_transposed, "transpose both")
+    hinted(check_v_composition, no_norms, "Frobenius norms")
+    hinted(check_v_composition, factor_norms, "four factors")
 
 
-def test_q_composition_refuses_the_spectral_norm():
-    def spectral(W_Q, W_K, W_V, W_O):
-        qk, ov = (W_Q @ W_K.T).numpy(), (W_V @ W_O).numpy()
-        return np.linalg.norm(qk.T @ ov.T, 2) / (np.linalg.norm(qk, 2) * np.linalg.norm(ov, 2))
+def test_v_composition_refuses_the_spectral_norm():
+    def spectral(W_V1, W_O1, W_V2, W_O2):
+        ov1, ov2 = (W_V1 @ W_O1).numpy(), (W_V2 @ W_O2).numpy()
+        return np.linalg.norm(ov1 @ ov2, 2) / (np.linalg.norm(ov1, 2) * np.linalg.norm(ov2, 2))
 
-    assert not check_q_composition(spectral)
+    assert not check_v_composition(spectral)
 
 
-def test_the_rank_one_case_separates_q_from_k_composition():
-    W_Q, W_K, W_V, W_O = _composition_cases()[-1].args
-    assert abs(q_by_column_convention(W_Q, W_K, W_V, W_O) - 1) < 1e-9
+def test_the_rank_one_case_scores_one_only_in_the_right_order():
+    W_V1, W_O1, W_V2, W_O2 = _composition_cases()[-1].args
+    assert abs(v_by_column_convention(W_V1, W_O1, W_V2, W_O2) - 1) < 1e-9
+    assert v_by_column_convention(W_V2, W_O2, W_V1, W_O1) < 0.99

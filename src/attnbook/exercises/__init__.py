@@ -62,7 +62,7 @@ _NEED_TORCH = {
     "check_polar_from_gram": "ch25",
     "check_quintic_for_slope": "ch25",
     "check_induction_targets": "ch28",
-    "check_q_composition": "ch28",
+    "check_v_composition": "ch28",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -108,7 +108,6 @@ __all__ = [
     "check_polar_from_gram",
     "check_position_from_encoding",
     "check_pre_norm_block",
-    "check_q_composition",
     "check_quintic_for_slope",
     "check_rebase_rotary",
     "check_ring_cache_mask",
@@ -128,6 +127,7 @@ __all__ = [
     "check_top_k_filter",
     "check_top_p_filter",
     "check_train_loop_by_hand",
+    "check_v_composition",
     "check_value_weight_grad",
     "check_warmup_cosine",
     "check_weighted_distance_attention",

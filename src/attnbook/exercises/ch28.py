@@ -13,6 +13,7 @@ from attnbook.torch.circuits import (
     ov_matrix,
     q_composition,
     qk_matrix,
+    random_composition,
     v_composition,
 )
 
@@ -68,7 +69,7 @@ check_induction_targets = Checker(
     name="induction_targets_by_hand",
     doc="Check ``fn(ids) -> targets``: for a 1-D integer tensor ``ids`` of length T, ``targets[t]`` is the "
         "position just after the most recent earlier occurrence (at p < t) of the token ``ids[t]``, or -1 if "
-        "the token has not occurred before; integers, shape (T,).",
+        "the token has not occurred before; integers, shape (T,). Forbidden: the package's induction_targets.",
     reference=_induction_targets,
     cases=_targets_cases(),
     mistakes=(
@@ -85,11 +86,11 @@ check_induction_targets = Checker(
 )
 
 
-# --- Q-composition from the weights in the package's layout ---------------------------------------------
+# --- V-composition from the weights in the package's layout ---------------------------------------------
 
 
-def _q_composition(W_Q, W_K, W_V, W_O):
-    return q_composition(W_Q @ W_K.T, W_V @ W_O)
+def _v_composition(W_V1, W_O1, W_V2, W_O2):
+    return v_composition(W_V2 @ W_O2, W_V1 @ W_O1)
 
 
 def _ratio(left, right):
@@ -98,50 +99,61 @@ def _ratio(left, right):
     return norm(left @ right) / (norm(left) * norm(right))
 
 
-def _k_instead(W_Q, W_K, W_V, W_O):
-    return _ratio(W_Q @ W_K.T, (W_V @ W_O).T)
+def _wrong_order(W_V1, W_O1, W_V2, W_O2):
+    return _ratio(W_V2 @ W_O2, W_V1 @ W_O1)  # OV2 OV1: the later head applied first
 
 
-def _row_ov_as_column(W_Q, W_K, W_V, W_O):
-    return _ratio((W_Q @ W_K.T).T, W_V @ W_O)  # the row-layout OV used as the paper's W_OV
+def _one_transposed(W_V1, W_O1, W_V2, W_O2):
+    return _ratio((W_V1 @ W_O1).T, W_V2 @ W_O2)  # the paper's W_OV for one head, the row OV for the other
 
 
-def _unnormalised(W_Q, W_K, W_V, W_O):
-    return torch.linalg.matrix_norm((W_Q @ W_K.T).T @ (W_V @ W_O).T)
+def _unnormalised(W_V1, W_O1, W_V2, W_O2):
+    return torch.linalg.matrix_norm((W_V1 @ W_O1) @ (W_V2 @ W_O2))
+
+
+def _factor_norms(W_V1, W_O1, W_V2, W_O2):
+    norm = torch.linalg.matrix_norm
+    return norm((W_V1 @ W_O1) @ (W_V2 @ W_O2)) / (norm(W_V1) * norm(W_O1) * norm(W_V2) * norm(W_O2))
 
 
 def _composition_cases() -> list[Case]:
     g = torch.Generator().manual_seed(2802)
     cases = []
     for d_model, d_head in ((8, 2), (12, 4), (16, 8)):
-        W_Q, W_K, W_V = (torch.randn(d_model, d_head, generator=g, dtype=torch.float64) for _ in range(3))
-        W_O = torch.randn(d_head, d_model, generator=g, dtype=torch.float64)
-        cases.append(Case(f"random weights, d_model {d_model}, d_head {d_head}", (W_Q, W_K, W_V, W_O)))
-    # a later head whose queries read exactly what the earlier head writes
+        W_V1, W_V2 = (torch.randn(d_model, d_head, generator=g, dtype=torch.float64) for _ in range(2))
+        W_O1, W_O2 = (torch.randn(d_head, d_model, generator=g, dtype=torch.float64) for _ in range(2))
+        cases.append(Case(f"random weights, d_model {d_model}, d_head {d_head}", (W_V1, W_O1, W_V2, W_O2)))
+    # a later head whose values read exactly the direction the earlier head writes: a score of 1
     u = torch.randn(8, 1, generator=g, dtype=torch.float64)
-    W_V, W_O = torch.randn(8, 1, generator=g, dtype=torch.float64), u.T.clone()
-    cases.append(Case("rank-one heads: the later head's queries read the direction the earlier head writes",
-                      (u.clone(), torch.randn(8, 1, generator=g, dtype=torch.float64), W_V, W_O)))
+    W_V1 = torch.randn(8, 1, generator=g, dtype=torch.float64)
+    W_O2 = torch.randn(1, 8, generator=g, dtype=torch.float64)
+    cases.append(Case("rank-one heads: the later head's values read the direction the earlier head writes",
+                      (W_V1, u.T.clone(), u.clone(), W_O2)))
     return cases
 
 
-check_q_composition = Checker(
-    name="q_composition_by_hand",
-    doc="Check ``fn(W_Q, W_K, W_V, W_O) -> score``: the Q-composition of a later head (its query and key weights "
-        "``W_Q``, ``W_K``, (d_model, d_head), in the package's (in, out) layout) with an earlier head (its value "
-        "weights ``W_V`` (d_model, d_head) and output rows ``W_O`` (d_head, d_model)); Elhage et al.'s "
-        "||W_QK^T W_OV||_F / (||W_QK||_F ||W_OV||_F), a number between 0 and 1.",
-    reference=_q_composition,
+check_v_composition = Checker(
+    name="v_composition_by_hand",
+    doc="Check ``fn(W_V1, W_O1, W_V2, W_O2) -> score``: the V-composition of a later head (its value weights "
+        "``W_V2`` (d_model, d_head) and output rows ``W_O2`` (d_head, d_model), in the package's (in, out) layout) "
+        "with an earlier head (``W_V1``, ``W_O1``, the same shapes); Elhage et al.'s "
+        "||W_OV^2 W_OV^1||_F / (||W_OV^2||_F ||W_OV^1||_F), a number between 0 and 1. Forbidden: the package's "
+        "v_composition, q_composition, k_composition, composition_score, composition_scores, random_composition, "
+        "qk_matrix and ov_matrix.",
+    reference=_v_composition,
     cases=_composition_cases(),
     mistakes=(
-        Mistake(_k_instead, "that is the K-composition: the queries read the residual stream on the left of QK, "
-                "so the earlier head's output meets QK transposed."),
-        Mistake(_row_ov_as_column, "the package's V and O give OV = W_V W_O, a matrix applied on the right "
-                "(y OV); the paper's W_OV, applied on the left, is its transpose."),
-        Mistake(_unnormalised, "divide by the product of the two matrices' Frobenius norms: the score must not "
+        Mistake(_wrong_order, "the order is reversed: a row y written by the earlier head becomes y OV1, and the "
+                "later head's values turn that into y OV1 OV2, so the product is OV1 OV2 (the transpose of the "
+                "paper's W_OV^2 W_OV^1), not OV2 OV1."),
+        Mistake(_one_transposed, "transpose both heads' OV or neither: the paper's W_OV is OV^T for every head, and "
+                "(W_OV^2 W_OV^1)^T = OV1 OV2 has the same Frobenius norm."),
+        Mistake(_unnormalised, "divide by the product of the two OV matrices' Frobenius norms: the score must not "
                 "change when a matrix is scaled."),
+        Mistake(_factor_norms, "divide by the norms of the two OV matrices, ||W_V W_O||, not by the norms of their "
+                "four factors: the score lies between 0 and 1 only then."),
     ),
     atol=1e-9,
-    forbidden=(q_composition, k_composition, v_composition, composition_score, composition_scores, qk_matrix,
-               ov_matrix),
+    forbidden=(v_composition, q_composition, k_composition, composition_score, composition_scores,
+               random_composition, qk_matrix, ov_matrix),
 )
