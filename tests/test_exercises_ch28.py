@@ -4,7 +4,7 @@ mistakes get their hints, and plausible wrong answers of other kinds fail."""
 import numpy as np
 import torch
 
-from attnbook.exercises import check_induction_targets, check_v_composition
+from attnbook.exercises import check_induction_targets_by_hand, check_v_composition_by_hand
 from attnbook.exercises.ch28 import _composition_cases, _targets_cases
 from attnbook.torch.circuits import composition_score, induction_targets, v_composition
 
@@ -20,13 +20,13 @@ def targets_by_loops(ids):
 
 
 def test_induction_targets_accepts_loops_and_lists():
-    assert check_induction_targets(targets_by_loops)
-    assert check_induction_targets(lambda ids: targets_by_loops(ids).tolist())
-    assert check_induction_targets(lambda ids: targets_by_loops(ids).numpy())
+    assert check_induction_targets_by_hand(targets_by_loops)
+    assert check_induction_targets_by_hand(lambda ids: targets_by_loops(ids).tolist())
+    assert check_induction_targets_by_hand(lambda ids: targets_by_loops(ids).numpy())
 
 
 def test_induction_targets_refuses_the_package():
-    verdict = check_induction_targets(lambda ids: induction_targets(ids))
+    verdict = check_induction_targets_by_hand(lambda ids: induction_targets(ids))
     assert not verdict and "induction_targets" in verdict.message
 
 
@@ -47,14 +47,14 @@ def test_induction_targets_names_each_mistake():
     def zero_for_none(ids):
         return targets_by_loops(ids).clamp_min(0)
 
-    hinted(check_induction_targets, first, "most recent")
-    hinted(check_induction_targets, occurrence, "one position past")
-    hinted(check_induction_targets, zero_for_none, "return -1")
+    hinted(check_induction_targets_by_hand, first, "most recent")
+    hinted(check_induction_targets_by_hand, occurrence, "one position past")
+    hinted(check_induction_targets_by_hand, zero_for_none, "return -1")
 
 
 def test_induction_targets_refuses_a_shift_by_the_previous_token():
     # attention to the token after the previous *position*, a previous-token head's pattern shifted: t
-    assert not check_induction_targets(lambda ids: torch.arange(len(ids)))
+    assert not check_induction_targets_by_hand(lambda ids: torch.arange(len(ids)))
 
 
 def test_the_cases_cover_first_tokens_and_immediate_repeats():
@@ -70,19 +70,19 @@ def v_by_column_convention(W_V1, W_O1, W_V2, W_O2):
 
 
 def test_v_composition_accepts_the_column_convention_formula():
-    assert check_v_composition(v_by_column_convention)
+    assert check_v_composition_by_hand(v_by_column_convention)
 
     def row_layout(W_V1, W_O1, W_V2, W_O2):  # ||OV1 OV2|| in the row layout, the same number
         ov1, ov2 = W_V1 @ W_O1, W_V2 @ W_O2
         return torch.linalg.matrix_norm(ov1 @ ov2) / (torch.linalg.matrix_norm(ov1) * torch.linalg.matrix_norm(ov2))
 
-    assert check_v_composition(row_layout)
+    assert check_v_composition_by_hand(row_layout)
 
 
 def test_v_composition_refuses_the_package():
-    verdict = check_v_composition(lambda W_V1, W_O1, W_V2, W_O2: v_composition(W_V2 @ W_O2, W_V1 @ W_O1))
+    verdict = check_v_composition_by_hand(lambda W_V1, W_O1, W_V2, W_O2: v_composition(W_V2 @ W_O2, W_V1 @ W_O1))
     assert not verdict and "v_composition" in verdict.message
-    verdict = check_v_composition(lambda W_V1, W_O1, W_V2, W_O2: composition_score(W_V1 @ W_O1, W_V2 @ W_O2))
+    verdict = check_v_composition_by_hand(lambda W_V1, W_O1, W_V2, W_O2: composition_score(W_V1 @ W_O1, W_V2 @ W_O2))
     assert not verdict and "composition_score" in verdict.message
 
 
@@ -109,10 +109,10 @@ def test_v_composition_names_each_mistake():
         ov1, ov2 = ovs(W_V1, W_O1, W_V2, W_O2)
         return norm(ov1 @ ov2) / float(np.prod([norm(W.numpy()) for W in (W_V1, W_O1, W_V2, W_O2)]))
 
-    hinted(check_v_composition, reversed_order, "order is reversed")
-    hinted(check_v_composition, one_transposed, "transpose both")
-    hinted(check_v_composition, no_norms, "Frobenius norms")
-    hinted(check_v_composition, factor_norms, "four factors")
+    hinted(check_v_composition_by_hand, reversed_order, "order is reversed")
+    hinted(check_v_composition_by_hand, one_transposed, "transpose both")
+    hinted(check_v_composition_by_hand, no_norms, "Frobenius norms")
+    hinted(check_v_composition_by_hand, factor_norms, "four factors")
 
 
 def test_v_composition_refuses_the_spectral_norm():
@@ -120,7 +120,7 @@ def test_v_composition_refuses_the_spectral_norm():
         ov1, ov2 = (W_V1 @ W_O1).numpy(), (W_V2 @ W_O2).numpy()
         return np.linalg.norm(ov1 @ ov2, 2) / (np.linalg.norm(ov1, 2) * np.linalg.norm(ov2, 2))
 
-    assert not check_v_composition(spectral)
+    assert not check_v_composition_by_hand(spectral)
 
 
 def test_the_rank_one_case_scores_one_only_in_the_right_order():

@@ -61,8 +61,8 @@ _NEED_TORCH = {
     "check_mask_tokens_by_hand": "ch24",
     "check_polar_from_gram": "ch25",
     "check_quintic_for_slope": "ch25",
-    "check_induction_targets": "ch28",
-    "check_v_composition": "ch28",
+    "check_induction_targets_by_hand": "ch28",
+    "check_v_composition_by_hand": "ch28",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -86,7 +86,7 @@ __all__ = [
     "check_gqa_by_groups",
     "check_group_norm_columns",
     "check_head_circuits",
-    "check_induction_targets",
+    "check_induction_targets_by_hand",
     "check_influence_by_rows",
     "check_learn_merges_incremental",
     "check_llama_block_step",
@@ -127,7 +127,7 @@ __all__ = [
     "check_top_k_filter",
     "check_top_p_filter",
     "check_train_loop_by_hand",
-    "check_v_composition",
+    "check_v_composition_by_hand",
     "check_value_weight_grad",
     "check_warmup_cosine",
     "check_weighted_distance_attention",

@@ -65,7 +65,7 @@ def _targets_cases() -> list[Case]:
     return cases
 
 
-check_induction_targets = Checker(
+check_induction_targets_by_hand = Checker(
     name="induction_targets_by_hand",
     doc="Check ``fn(ids) -> targets``: for a 1-D integer tensor ``ids`` of length T, ``targets[t]`` is the "
         "position just after the most recent earlier occurrence (at p < t) of the token ``ids[t]``, or -1 if "
@@ -132,7 +132,7 @@ def _composition_cases() -> list[Case]:
     return cases
 
 
-check_v_composition = Checker(
+check_v_composition_by_hand = Checker(
     name="v_composition_by_hand",
     doc="Check ``fn(W_V1, W_O1, W_V2, W_O2) -> score``: the V-composition of a later head (its value weights "
         "``W_V2`` (d_model, d_head) and output rows ``W_O2`` (d_head, d_model), in the package's (in, out) layout) "
