@@ -65,6 +65,8 @@ _NEED_TORCH = {
     "check_patches_to_images": "ch26",
     "check_lora_closest_weight": "ch27",
     "check_lora_grad_a": "ch27",
+    "check_induction_targets_by_hand": "ch28",
+    "check_v_composition_by_hand": "ch28",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NEED_TORCH)
 
@@ -89,6 +91,7 @@ __all__ = [
     "check_grid_encoding",
     "check_group_norm_columns",
     "check_head_circuits",
+    "check_induction_targets_by_hand",
     "check_influence_by_rows",
     "check_learn_merges_incremental",
     "check_llama_block_step",
@@ -132,6 +135,7 @@ __all__ = [
     "check_top_k_filter",
     "check_top_p_filter",
     "check_train_loop_by_hand",
+    "check_v_composition_by_hand",
     "check_value_weight_grad",
     "check_warmup_cosine",
     "check_weighted_distance_attention",

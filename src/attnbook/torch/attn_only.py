@@ -1,0 +1,120 @@
+"""An attention-only Transformer: embeddings, causal attention layers with residuals, no MLPs (chapter 28).
+
+The model of Elhage et al. (2021) and Olsson et al. (2022): ``x_0 = E[ids] (+ P)``, then
+``x_{l+1} = x_l + MultiHeadAttention_l(x_l)`` (causal, no norm before attention), an optional final
+LayerNorm, and an unembedding ``W_u`` of its own. With no norm inside the residual stream and no biases,
+everything a head writes reaches the logits as a plain sum, which is what makes its heads easy to read,
+ablate and compose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnbook._validate import check_heads, require_int
+from attnbook.torch.embedding import LearnedPositions, TokenEmbedding, Unembedding
+from attnbook.torch.inspect import ablate_heads, record_attention
+from attnbook.torch.layernorm import LayerNorm
+from attnbook.torch.multihead import MultiHeadAttention
+
+
+@dataclass(kw_only=True)
+class AttnOnlyConfig:
+    """Sizes of an attention-only model. ``positions="rotary"`` rotates queries and keys (chapter 21) and
+    adds nothing to the residual stream; ``"learned"`` adds a table ``P`` of ``block_size`` rows."""
+
+    vocab_size: int
+    block_size: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_model: int = 64
+    positions: str = "rotary"
+    final_norm: bool = True
+    bias: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
+            require_int(name, getattr(self, name), 1)
+        check_heads(self.d_model, self.n_heads)
+        if self.positions not in ("learned", "rotary"):
+            raise ValueError(f"positions must be 'learned' or 'rotary'; got {self.positions!r}")
+        if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"rotary positions need an even d_head = d_model / n_heads; got "
+                             f"{self.d_model // self.n_heads}")
+
+
+class AttnOnlyTransformer(nn.Module):
+    """``forward(ids)``: ``(B, T)`` ids to ``(B, T, vocab_size)`` logits; position ``t`` sees ``0 .. t``.
+
+    ``layers[l]`` is layer ``l``'s ``MultiHeadAttention``. ``attention_maps(ids)`` returns every layer's
+    weights ``(B, h, T, T)``; ``ablate(layer, heads)`` is a context in which those heads write nothing.
+    Chapter 28.
+    """
+
+    def __init__(self, config: AttnOnlyConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.tok = TokenEmbedding(c.vocab_size, c.d_model)
+        self.pos = LearnedPositions(c.block_size, c.d_model) if c.positions == "learned" else None
+        self.layers = nn.ModuleList(
+            MultiHeadAttention(c.d_model, c.n_heads, bias=c.bias, rotary=c.positions == "rotary")
+            for _ in range(c.n_layers))
+        self.norm = LayerNorm(c.d_model) if c.final_norm else None
+        self.unembed = Unembedding(c.d_model, c.vocab_size)
+        # No norm reads the stream before attention, so its scale sets the size of the first scores: embeddings
+        # of unit variance (not GPT-2's 0.02, made for pre-norm blocks) give scores of order 1 from the start.
+        with torch.no_grad():
+            self.tok.E.normal_(0.0, 1.0)
+            if self.pos is not None:
+                self.pos.P.normal_(0.0, 1.0)
+
+    def residual(self, ids: torch.Tensor) -> torch.Tensor:
+        """The residual stream after the last layer, before the final norm: ``(B, T, d_model)``."""
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+            raise ValueError(f"ids must be a tensor of shape (B, T); got {getattr(ids, 'shape', type(ids))}")
+        T = ids.shape[1]
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size = {self.config.block_size}")
+        x = self.tok(ids)  # (B, T, d_model)
+        if self.pos is not None:
+            x = x + self.pos(T)
+        for attn in self.layers:
+            x = x + attn(x, causal=True)[0]  # each head's output is added to the stream
+        return x
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.residual(ids)
+        return self.unembed(self.norm(x) if self.norm is not None else x)  # (B, T, vocab_size)
+
+    @torch.no_grad()
+    def attention_maps(self, ids: torch.Tensor) -> list[torch.Tensor]:
+        """Every layer's attention weights on ``ids``: a list of ``n_layers`` tensors ``(B, h, T, T)``."""
+        with record_attention(self) as maps:
+            self(ids)
+        return [maps[f"layers.{layer}"] for layer in range(self.config.n_layers)]
+
+    @contextmanager
+    def ablate(self, layer: int, heads: list[int]) -> Iterator[None]:
+        """Within the block, the listed heads of layer ``layer`` write nothing to the residual stream (their
+        slice of the concatenated head outputs is zeroed before the output projection)."""
+        require_int("layer", layer, 0)
+        if layer >= self.config.n_layers:
+            raise ValueError(f"layer must lie in [0, {self.config.n_layers - 1}]; got {layer}")
+        with ablate_heads(self.layers[layer], heads):
+            yield
+
+
+def token_losses(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """The loss of every next-token prediction: ``(B, T)`` ids to ``(B, T - 1)`` nats, entry ``[b, s - 1]``
+    being ``-log p(ids[b, s] | ids[b, :s])``. Runs without gradients. Chapter 28."""
+    if ids.dim() != 2 or ids.shape[1] < 2:
+        raise ValueError(f"ids must have shape (B, T) with T >= 2; got {tuple(ids.shape)}")
+    with torch.no_grad():
+        logits = model(ids)[:, :-1]  # (B, T - 1, V): the prediction of the next token
+    return F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")

@@ -1,0 +1,135 @@
+"""Reading heads as circuits: previous-token and induction scores, and Q-, K-, V-composition (chapter 28).
+
+The scores of a head's attention are averages of the weight its queries put on one chosen key each
+(``attnbook.torch.inspect.weight_on``). The composition scores follow Elhage et al. (2021), who write the
+column convention: a head's ``W_QK = W_Q^T W_K`` gives the score ``x_dst^T W_QK x_src``, and its
+``W_OV = W_O W_V`` moves ``x_src`` to ``W_OV x_src``. In the package's row convention (weights ``(in, out)``,
+``x W``) the same head has ``QK = W_Q^h W_K^{h T}``, the very matrix ``W_QK`` (the score is
+``x_dst QK x_src^T``), and ``OV = W_V^h W_O^h``, the transpose of ``W_OV`` (a source row ``y`` writes ``y OV``).
+Biases are left out, as in the paper; the ``1 / sqrt(d_head)`` of the scores is left out too (every
+composition score is unchanged by scaling a matrix).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnbook.torch.inspect import offset_score, weight_on
+from attnbook.torch.multihead import MultiHeadAttention
+
+KINDS = ("q", "k", "v")
+
+
+def induction_targets(ids: torch.Tensor) -> torch.Tensor:
+    """Where an induction head at each position looks: for ``ids`` ``(T,)`` or ``(B, T)``, the position
+    ``p + 1`` after the most recent earlier occurrence ``p < t`` of the token ``ids[t]``, or -1 where the
+    token has not occurred before. Same shape as ``ids``. Chapter 28."""
+    if ids.dim() not in (1, 2) or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        raise ValueError(f"ids must be integer ids of shape (T,) or (B, T); got {ids.dtype} of shape "
+                         f"{tuple(ids.shape)}")
+    T = ids.shape[-1]
+    same = ids[..., :, None] == ids[..., None, :]  # (..., T, T): [t, p] where the tokens match
+    earlier = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril(-1)  # p < t
+    positions = torch.arange(T, device=ids.device)
+    last = torch.where(same & earlier, positions, -1).max(dim=-1).values  # (..., T): latest match, or -1
+    return torch.where(last >= 0, last + 1, -1)
+
+
+def induction_score(weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The weight each head puts on the induction target (``induction_targets``), averaged over the queries
+    that have one: ``weights`` ``(B, h, T, T)`` and ``ids`` ``(B, T)`` to ``(B, h)``. 1 for a head that
+    always looks exactly there. Chapter 28."""
+    if weights.dim() != 4 or ids.shape != (weights.shape[0], weights.shape[-2]):
+        raise ValueError(f"weights must be (B, h, T, T) and ids (B, T) of the same B and T; got "
+                         f"{tuple(weights.shape)} and {tuple(ids.shape)}")
+    return weight_on(weights, induction_targets(ids))
+
+
+def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
+    """The weight each query ``t >= 1`` puts on key ``t - 1``, averaged: ``(..., h, T, T)`` to ``(..., h)``.
+    ``offset_score(weights, -1)`` (chapter 18) under the name this chapter uses. Chapter 28."""
+    return offset_score(weights, -1)
+
+
+def _head_slice(attention: MultiHeadAttention, head: int) -> slice:
+    if not 0 <= head < attention.n_heads:
+        raise ValueError(f"head must lie in [0, {attention.n_heads - 1}]; got {head}")
+    if attention.n_kv_heads != attention.n_heads:
+        raise ValueError("composition scores need one key and value head per query head (n_kv_heads = n_heads)")
+    d_head = attention.d_model // attention.n_heads
+    return slice(head * d_head, (head + 1) * d_head)
+
+
+def qk_matrix(attention: MultiHeadAttention, head: int) -> torch.Tensor:
+    """``QK = W_Q^h W_K^{h T}``, ``(d_model, d_model)``: the score of head ``head`` is ``x_dst QK x_src^T``
+    (before the ``1 / sqrt(d_head)``, without biases). Equal to Elhage et al.'s ``W_QK``. Chapter 28."""
+    s = _head_slice(attention, head)
+    return attention.W_q[:, s] @ attention.W_k[:, s].T
+
+
+def ov_matrix(attention: MultiHeadAttention, head: int) -> torch.Tensor:
+    """``OV = W_V^h W_O^h``, ``(d_model, d_model)``: a source row ``y`` attended with weight 1 writes ``y OV``
+    to the residual stream (without biases). The transpose of Elhage et al.'s ``W_OV``. Chapter 28."""
+    s = _head_slice(attention, head)
+    return attention.W_v[:, s] @ attention.W_o[s, :]
+
+
+def composition_score(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """``||left right||_F / (||left||_F ||right||_F)``, between 0 and 1; unchanged by scaling either."""
+    if left.dim() != 2 or right.dim() != 2 or left.shape[1] != right.shape[0]:
+        raise ValueError(f"need two matrices that multiply, (m, n) and (n, p); got {tuple(left.shape)} and "
+                         f"{tuple(right.shape)}")
+    return torch.linalg.matrix_norm(left @ right) / (torch.linalg.matrix_norm(left) * torch.linalg.matrix_norm(right))
+
+
+def k_composition(qk2: torch.Tensor, ov1: torch.Tensor) -> torch.Tensor:
+    """How much the keys of a later head (``qk2``, its ``QK``) read what an earlier head writes (``ov1``, its
+    ``OV``): Elhage et al.'s ``||W_QK W_OV||_F / (||W_QK||_F ||W_OV||_F)``, in the row convention
+    ``||QK OV^T|| / (||QK|| ||OV||)``. Chapter 28."""
+    return composition_score(qk2, ov1.T)
+
+
+def q_composition(qk2: torch.Tensor, ov1: torch.Tensor) -> torch.Tensor:
+    """The same for the queries: ``||W_QK^T W_OV||_F / (...)``, in the row convention ``||QK^T OV^T|| / (...)``."""
+    return composition_score(qk2.T, ov1.T)
+
+
+def v_composition(ov2: torch.Tensor, ov1: torch.Tensor) -> torch.Tensor:
+    """The same for the values: ``||W_OV^2 W_OV^1||_F / (...)``, in the row convention ``||OV^1 OV^2|| / (...)``."""
+    return composition_score(ov1, ov2)
+
+
+def composition_scores(earlier: MultiHeadAttention, later: MultiHeadAttention, kind: str = "k") -> torch.Tensor:
+    """``(h_later, h_earlier)``: entry ``[j, i]`` is the ``kind`` (``"q"``, ``"k"`` or ``"v"``) composition of
+    head ``j`` of the later layer with head ``i`` of the earlier one. Chapter 28."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+    with torch.no_grad():
+        return torch.stack([torch.stack([_compose(kind, earlier, i, later, j) for i in range(earlier.n_heads)])
+                            for j in range(later.n_heads)])
+
+
+def _compose(kind: str, earlier: MultiHeadAttention, i: int, later: MultiHeadAttention, j: int) -> torch.Tensor:
+    ov1 = ov_matrix(earlier, i)
+    if kind == "v":
+        return v_composition(ov_matrix(later, j), ov1)
+    return (k_composition if kind == "k" else q_composition)(qk_matrix(later, j), ov1)
+
+
+def random_composition(d_model: int, d_head: int, kind: str = "k", n: int = 1000,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+    """``(n,)`` composition scores of random heads of the same shapes: every factor (``W_Q``, ``W_K``,
+    ``W_V`` ``(d_model, d_head)``, ``W_O`` ``(d_head, d_model)``) drawn with independent standard normal
+    entries, so ``QK`` and ``OV`` have the rank ``d_head`` of a real head's. The baseline a trained pair is
+    compared with. Chapter 28."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(n, *shape, generator=generator, dtype=torch.float64)
+
+    ov1 = draw(d_model, d_head) @ draw(d_head, d_model)  # (n, d_model, d_model)
+    second = draw(d_model, d_head) @ draw(d_model, d_head).transpose(1, 2)  # QK, or OV's shape for "v"
+    left, right = {"k": (second, ov1.transpose(1, 2)), "q": (second.transpose(1, 2), ov1.transpose(1, 2)),
+                   "v": (ov1, second)}[kind]
+    return torch.stack([composition_score(a, b) for a, b in zip(left, right, strict=True)]).float()
