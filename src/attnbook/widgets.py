@@ -706,6 +706,7 @@ def decode_with_cross_attention(model, src: list[int], bos_id: int, eos_id: int,
 
     from attnbook.torch import record_attention
     from attnbook.torch.decoding import greedy_decode
+    from attnbook.torch.modes import eval_mode
 
     if len(src) == 0:
         raise ValueError("src must hold at least one token; got an empty list")
@@ -717,13 +718,8 @@ def decode_with_cross_attention(model, src: list[int], bos_id: int, eos_id: int,
     # Greedy decoding feeds each output back in, so one teacher-forced pass on [begin] + output gives
     # the attention of every decoding step at once (the decoder is causal).
     dec_in = torch.tensor([[bos_id] + out[:-1]])
-    was_training = model.training
-    model.eval()
-    try:
-        with record_attention(model) as rec, torch.no_grad():
-            model(s, dec_in)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), record_attention(model) as rec, torch.no_grad():
+        model(s, dec_in)
     names = sorted((n for n in rec if n.endswith("cross_attn")), key=lambda n: [int(p) for p in n.split(".")
                                                                                  if p.isdigit()])
     return out, np.stack([rec[n][0].numpy() for n in names])

@@ -23,6 +23,7 @@ from attnbook.torch.kvcache import KVCache, kv_cache_bytes
 from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
 from attnbook.torch.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
+from attnbook.torch.modes import eval_mode
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
 from attnbook.torch.rmsnorm import RMSNorm, rms_norm
 from attnbook.torch.rotary import (
@@ -70,6 +71,7 @@ __all__ = [
     "attention_entropy",
     "cosine_similarity",
     "dot",
+    "eval_mode",
     "generate",
     "greedy_decode",
     "layer_norm",

@@ -24,6 +24,7 @@ from attnbook._files import atomic_write
 from attnbook.data.bpe import BPETokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows, sequential_windows
+from attnbook.torch.modes import eval_mode
 from attnbook.torch.transformer import GPT, GPT_ACTIVATIONS, GPTConfig, GPTShape
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
@@ -204,14 +205,12 @@ class GPTRun:
 def evaluate_loss(model: GPT, data: torch.Tensor, block_size: int, batch_size: int = 64,
                   max_batches: int | None = None, device: torch.device | str = "cpu") -> float:
     """Mean cross-entropy (nats per character) over non-overlapping windows of ``data``, in order."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for x, y in sequential_windows(data, block_size, batch_size, max_batches):
-        logits = model(x.to(device))
-        total += F.cross_entropy(logits.flatten(0, 1).float(), y.to(device).flatten(), reduction="sum").item()
-        count += y.numel()
-    model.train(was_training)
+    with eval_mode(model):
+        total, count = 0.0, 0
+        for x, y in sequential_windows(data, block_size, batch_size, max_batches):
+            logits = model(x.to(device))
+            total += F.cross_entropy(logits.flatten(0, 1).float(), y.to(device).flatten(), reduction="sum").item()
+            count += y.numel()
     return total / count
 
 
@@ -221,15 +220,13 @@ def loss_by_position(model: GPT, data: torch.Tensor, length: int, batch_size: in
     """Mean cross-entropy (nats) at each position of non-overlapping windows of ``length`` tokens of
     ``data``, in order: shape ``(length,)``. A model with rotary positions accepts ``length`` beyond its
     ``block_size`` (chapter 21); ``window`` limits each position to the last ``window`` positions."""
-    was_training = model.training
-    model.eval()
-    total, count = torch.zeros(length, dtype=torch.float64), 0
-    for x, y in sequential_windows(data, length, batch_size, max_batches):
-        logits = model(x, window=window)  # (B, length, V)
-        losses = F.cross_entropy(logits.transpose(1, 2).float(), y, reduction="none")  # (B, length)
-        total += losses.sum(0).double()
-        count += len(x)
-    model.train(was_training)
+    with eval_mode(model):
+        total, count = torch.zeros(length, dtype=torch.float64), 0
+        for x, y in sequential_windows(data, length, batch_size, max_batches):
+            logits = model(x, window=window)  # (B, length, V)
+            losses = F.cross_entropy(logits.transpose(1, 2).float(), y, reduction="none")  # (B, length)
+            total += losses.sum(0).double()
+            count += len(x)
     return total / count
 
 
@@ -242,14 +239,12 @@ def per_window_losses(model: GPT, data: torch.Tensor, block_size: int, batch_siz
     the windows of ``evaluate_loss``, one loss each, so that two models, or one model with and without a
     change, can be compared window by window (chapter 18).
     """
-    was_training = model.training
-    model.eval()
-    losses = []
-    for x, y in sequential_windows(data, block_size, batch_size, max_batches):
-        logits = model(x.to(device)).float()  # (B, T, V)
-        per_token = F.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (B, T)
-        losses.append(per_token.mean(dim=1).cpu())
-    model.train(was_training)
+    with eval_mode(model):
+        losses = []
+        for x, y in sequential_windows(data, block_size, batch_size, max_batches):
+            logits = model(x.to(device)).float()  # (B, T, V)
+            per_token = F.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (B, T)
+            losses.append(per_token.mean(dim=1).cpu())
     return torch.cat(losses)
 
 
@@ -262,20 +257,18 @@ def bits_per_character(model: GPT, ids: torch.Tensor, tokenizer: CharTokenizer |
     ``ids`` ``(N,)`` is cut into consecutive windows of the model's context (the last one shorter), so
     each token is predicted once, from the tokens before it in its window.
     """
-    was_training = model.training
-    model.eval()
-    T = model.config.block_size
-    starts = list(range(0, len(ids) - 1, T))
-    total = 0.0
-    for i in range(0, len(starts), batch_size):
-        group = starts[i:i + batch_size]
-        full = [s for s in group if s + T + 1 <= len(ids)]
-        parts = [torch.stack([ids[s:s + T + 1] for s in full])] if full else []
-        parts += [ids[s:][None] for s in group if s + T + 1 > len(ids)]  # the shorter last window
-        for windows in parts:  # (B, T' + 1)
-            logits = model(windows[:, :-1])
-            total += F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten(), reduction="sum").item()
-    model.train(was_training)
+    with eval_mode(model):
+        T = model.config.block_size
+        starts = list(range(0, len(ids) - 1, T))
+        total = 0.0
+        for i in range(0, len(starts), batch_size):
+            group = starts[i:i + batch_size]
+            full = [s for s in group if s + T + 1 <= len(ids)]
+            parts = [torch.stack([ids[s:s + T + 1] for s in full])] if full else []
+            parts += [ids[s:][None] for s in group if s + T + 1 > len(ids)]  # the shorter last window
+            for windows in parts:  # (B, T' + 1)
+                logits = model(windows[:, :-1])
+                total += F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten(), reduction="sum").item()
     per_token = tokenizer.char_counts() if isinstance(tokenizer, BPETokenizer) else torch.ones(tokenizer.vocab_size)
     return total / float(per_token[ids[1:]].sum()) / math.log(2)
 
