@@ -42,13 +42,20 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
                          "upstream: a diverged model, or an input it was not built for")
     if greedy:
         return logits.argmax(dim=-1, keepdim=True)
+    return torch.multinomial(next_token_distribution(logits, temperature, top_k), 1, generator=generator)
+
+
+def next_token_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
+    """The distribution sampling draws from: ``softmax(top_k_filter(logits / temperature, top_k))`` (chapter 15).
+
+    Shapes: ``logits`` ``(..., V)`` to ``(..., V)``, in the logits' dtype; ``top_k`` None keeps every token.
+    """
     if not temperature > 0:
         raise ValueError(f"temperature must be positive (use greedy=True for the argmax); got {temperature}")
     logits = logits / temperature
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
+    return torch.softmax(logits, dim=-1)
 
 
 @torch.no_grad()
