@@ -1,25 +1,17 @@
 """Every checker of every chapter: it accepts its reference, and each typical mistake it lists is
 rejected with that mistake's hint (so a hint can never become unreachable)."""
 
-import importlib
 import inspect
-import pkgutil
 import pydoc
 
 import pytest
 
 import attnbook.exercises as exercises
-from attnbook.exercises._harness import Case, Checker
+from attnbook.exercises._harness import Case, Checker, chapter_checkers
 
-CHECKERS = []
-PRIVATE = set()  # ids of checkers a module keeps to itself (a capstone's checks of its parts)
-for info in pkgutil.iter_modules(exercises.__path__):
-    if info.name.startswith("ch"):
-        module = importlib.import_module(f"attnbook.exercises.{info.name}")
-        seen = {id(c) for _, c in CHECKERS}  # a capstone's module may import another chapter's checker
-        CHECKERS += [(f"{info.name}.{c.name}", c) for c in vars(module).values()
-                     if isinstance(c, Checker) and id(c) not in seen]
-        PRIVATE |= {id(c) for k, c in vars(module).items() if isinstance(c, Checker) and k.startswith("_")}
+FOUND = chapter_checkers()
+CHECKERS = [(name, c) for name, c, _ in FOUND]
+PRIVATE = {id(c) for _, c, private in FOUND if private}  # a capstone's checks of its parts
 
 
 def test_every_chapter_with_exercises_has_checkers():

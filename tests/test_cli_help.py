@@ -10,7 +10,7 @@ import pytest
 
 from attnbook import bench, train
 from attnbook._cli import option_kind
-from attnbook.bench_speedrun import VARIANTS
+from attnbook.bench.speedrun import VARIANTS
 from attnbook.torch.feedforward import ACTIVATIONS
 from attnbook.torch.transformer import GPT_ACTIVATIONS
 from attnbook.training.lm import PRESETS, GPTRunConfig, preset

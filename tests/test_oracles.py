@@ -11,8 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import attnbook.numpy as anp
 import attnbook.torch as at
-from attnbook.bench import flops_per_token
 from attnbook.interop import copy_mha_from_torch, copy_norm
+from attnbook.torch.flops import flops_per_token
 
 pytestmark = pytest.mark.usefixtures("float64")  # compare in float64 (tests/conftest.py)
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from attnbook.bench_speedrun import bench_speedrun, speedrun
+from attnbook.bench.speedrun import bench_speedrun, speedrun
 from attnbook.training.lm import GPTRunConfig, evaluate_loss, preset, split_text_ids, train_gpt
 
 TEXT = "\n".join(f"the {w} of the {v}." for w in ("king", "queen", "crown", "night") for v in ("day", "sword")) * 60

@@ -46,3 +46,43 @@ def test_mask_twins_agree_and_token_padding_matches_lengths():
     np.testing.assert_array_equal(at.token_padding_mask(torch.tensor(ids), 0).numpy(), anp.padding_mask(lengths, 5))
     both = at.combine_masks(at.causal_mask(5), at.padding_mask(torch.tensor(lengths), 5))
     np.testing.assert_array_equal(both.numpy(), anp.combine_masks(anp.causal_mask(5), anp.padding_mask(lengths, 5)))
+
+
+@pytest.mark.parametrize("side", ["numpy", "torch"])
+def test_multi_head_attention_is_grouped_query_attention_with_a_key_value_head_per_head(side, monkeypatch):
+    # One attention function per twin: multi-head attention hands its arguments to grouped-query attention
+    # with n_kv_heads = n_heads, and the two twins of that one function agree.
+    import importlib
+
+    import numpy as np
+    import torch
+
+    module = importlib.import_module(f"attnbook.{side}.multihead")
+    calls, real = [], module.grouped_query_attention
+    monkeypatch.setattr(module, "grouped_query_attention", lambda *a: calls.append(a[3:5]) or real(*a))
+    params = anp.grouped_query_params(12, 3, 3, seed=2)
+    X = np.random.default_rng(3).normal(size=(2, 4, 12))
+    if side == "torch":
+        params = type("P", (), {k: torch.from_numpy(v) for k, v in vars(params).items()})()
+        X = torch.from_numpy(X)
+    out, weights = module.multi_head_attention(X, X, params, 3)
+    assert calls == [(3, 3)]
+    assert weights.shape == (2, 3, 4, 4)
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
+def test_grouped_query_twins_agree(n_kv_heads):
+    import numpy as np
+    import torch
+
+    p = anp.grouped_query_params(16, 4, n_kv_heads, seed=5)
+    rng = np.random.default_rng(6)
+    X_q, X_kv = rng.normal(size=(3, 5, 16)), rng.normal(size=(3, 7, 16))
+    mask = rng.random((3, 5, 7)) > 0.4
+    mask[..., 0] = True
+    want = anp.grouped_query_attention(X_q, X_kv, p, 4, n_kv_heads, mask)
+    tp = type("P", (), {k: torch.from_numpy(v) for k, v in vars(p).items()})()
+    got = at.grouped_query_attention(torch.from_numpy(X_q), torch.from_numpy(X_kv), tp, 4, n_kv_heads,
+                                     torch.from_numpy(mask))
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(b.numpy(), a, rtol=1e-12, atol=1e-12)

@@ -5,7 +5,8 @@ import numpy as np
 import torch
 
 from attnbook.torch import GPT, GPTConfig, sample_next
-from attnbook.widgets import controls, decoding_explorer, next_token_distribution
+from attnbook.torch.decoding import next_token_distribution
+from attnbook.widgets import controls, decoding_explorer
 
 
 def test_next_token_distribution_is_the_renormalised_softmax_of_the_top_k():
@@ -16,7 +17,7 @@ def test_next_token_distribution_is_the_renormalised_softmax_of_the_top_k():
             keep = np.argsort(-logits.numpy())[: (k or len(p))]
             want = np.zeros_like(p)
             want[keep] = p[keep] / p[keep].sum()
-            np.testing.assert_allclose(next_token_distribution(logits, t, k).numpy(), want, rtol=1e-12)
+            np.testing.assert_allclose(next_token_distribution(logits.double(), t, k).numpy(), want, rtol=1e-12)
     # sampling draws from that distribution: frequencies of many draws agree with it
     g = torch.Generator().manual_seed(0)
     draws = sample_next(logits.repeat(20_000, 1), temperature=2.0, top_k=3, generator=g)[:, 0]
@@ -36,7 +37,7 @@ def test_decoding_explorer_draws_the_distribution_at_its_settings():
     k.value = 3
     with torch.no_grad():
         logits = model(torch.tensor([prompt]))[0, -1]
-    want = next_token_distribution(logits, 0.5, 3).numpy()
+    want = next_token_distribution(logits.double(), 0.5, 3).numpy()  # the widget draws it in float64
     ax = plt.gcf().axes[0]
     np.testing.assert_allclose([b.get_height() for b in ax.patches], want)
     assert (want > 0).sum() == 3

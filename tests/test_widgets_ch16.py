@@ -7,7 +7,8 @@ import torch
 
 from attnbook.tasks import BOS, DIGIT0, EOS, PLUS, VOCAB_SIZE
 from attnbook.torch import EncoderDecoderTransformer, TransformerConfig, greedy_decode, record_attention
-from attnbook.widgets import controls, decode_with_cross_attention, seq2seq_explorer
+from attnbook.torch.inspect import decode_with_cross_attention
+from attnbook.widgets import controls, seq2seq_explorer
 
 
 def small_model(seed: int = 0) -> EncoderDecoderTransformer:

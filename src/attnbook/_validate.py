@@ -119,9 +119,18 @@ def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> No
 
 
 def check_mha_shapes(X_q: Sequence[int], X_kv: Sequence[int], W_q: Sequence[int], W_k: Sequence[int],
-                     d_model: int, n_heads: int) -> None:
-    """The shape rules of multi-head attention, for its inputs and its row-convention weights."""
-    check_heads(d_model, n_heads)
+                     d_model: int, n_heads: int, n_kv_heads: int | None = None,
+                     W_v: Sequence[int] | None = None) -> None:
+    """The shape rules of multi-head attention, for its inputs and its row-convention weights.
+
+    With ``n_kv_heads`` (grouped-query attention, chapter 20), ``W_k`` and ``W_v`` must also have
+    ``n_kv_heads * d_head`` columns."""
+    check_heads(d_model, n_heads, n_kv_heads)
+    if n_kv_heads is not None:
+        width = n_kv_heads * (d_model // n_heads)
+        if W_k[-1] != width or (W_v is not None and W_v[-1] != width):
+            raise ValueError(f"W_k and W_v must have n_kv_heads * d_head = {width} columns; got "
+                             f"W_k {shape_str(W_k)} and W_v {shape_str(W_v if W_v is not None else W_k)}")
     if len(X_q) < 2 or X_q[-1] != W_q[0]:
         raise ValueError(f"X_q must have shape (..., T_q, {W_q[0]}) to match W_q {shape_str(W_q)}; "
                          f"got {shape_str(X_q)}")

@@ -536,3 +536,23 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
         got_arr = got_arr.astype(bool) if np.isin(got_arr, (0, 1)).all() else got_arr
     return f"wrong value: expected {_fmt(exp)}, got {_fmt(got_arr)}"
 
+
+def chapter_checkers() -> list[tuple[str, Checker, bool]]:
+    """Every checker of the chapters' modules (``attnbook.exercises.chNN``), once each, in chapter order:
+    ``(\"chNN.name\", checker, private)``; ``private`` for one a module keeps under a leading underscore (a
+    capstone's checks of its parts). A module that imports another chapter's checker does not list it again."""
+    import pkgutil
+
+    import attnbook.exercises as exercises
+
+    found: list[tuple[str, Checker]] = []
+    private: set[int] = set()
+    for info in sorted(pkgutil.iter_modules(exercises.__path__), key=lambda m: m.name):
+        if not info.name.startswith("ch"):
+            continue
+        module = importlib.import_module(f"attnbook.exercises.{info.name}")
+        seen = {id(c) for _, c in found}
+        found += [(f"{info.name}.{c.name}", c) for c in vars(module).values()
+                  if isinstance(c, Checker) and id(c) not in seen]
+        private |= {id(c) for key, c in vars(module).items() if isinstance(c, Checker) and key.startswith("_")}
+    return [(name, c, id(c) in private) for name, c in found]

@@ -388,5 +388,5 @@ check_beam_search = _SearchChecker(
                 "of the last beam of unfinished ones."),
     ),
     atol=1e-5, rtol=1e-5,  # float32 log-probabilities pass; a token is an integer, 1 away from any other
-    forbidden=(greedy_decode, "attnbook.widgets.decode_with_cross_attention"),
+    forbidden=(greedy_decode, "attnbook.torch.inspect.decode_with_cross_attention"),
 )

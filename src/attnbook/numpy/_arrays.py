@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from attnbook._validate import check_mask_fits
+
 
 def as_float(name: str, x: ArrayLike) -> np.ndarray:
     """Accept lists and integer arrays; compute in floating point. Booleans are refused."""
@@ -27,3 +29,11 @@ def as_mask(x: ArrayLike) -> np.ndarray:
             "For a 0/1 mask use mask.astype(bool); for an additive mask of 0 and -inf use mask == 0"
         )
     return arr
+
+
+def head_mask(mask: ArrayLike, scores_shape: tuple[int, ...]) -> np.ndarray:
+    """A boolean mask checked against the scores ``(..., T_q, T_k)`` of one head, with a head axis added:
+    ``(..., 1, T_q, T_k)``, the same for every head. The one preparation the multi-head functions share."""
+    mask = as_mask(mask)
+    check_mask_fits(mask.shape, tuple(scores_shape))
+    return mask[..., None, :, :]

@@ -2,6 +2,8 @@
 
 Each of ``h`` heads attends in its own ``d_head = d_model / h`` dimensional slice of the projected
 queries, keys and values; the heads' outputs are concatenated and mixed by an output projection.
+One function computes it: ``grouped_query_attention``, whose ``n_kv_heads`` key-value heads each serve a
+group of query heads (chapter 20); ``multi_head_attention`` is the case ``n_kv_heads = n_heads``.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnbook._validate import check_mask_fits, check_mha_shapes, check_split_heads
-from attnbook.numpy._arrays import as_float, as_mask
+from attnbook._validate import check_mha_shapes, check_split_heads, require_int, shape_str
+from attnbook.numpy._arrays import as_float, head_mask
 from attnbook.numpy.attention import scaled_dot_product_attention
 
 
@@ -74,6 +76,46 @@ def merge_heads(X: np.ndarray) -> np.ndarray:
     return np.swapaxes(X, -3, -2).reshape(*batch, T, h * d_head)
 
 
+def repeat_kv(X: ArrayLike, n_rep: int) -> np.ndarray:
+    """``(..., h_kv, T, d_head)`` to ``(..., h_kv * n_rep, T, d_head)``, each head repeated ``n_rep`` times
+    in a row, so that query head ``i`` meets key-value head ``i // n_rep``. Refuses an ``n_rep`` that is not
+    a positive integer (0 would leave no heads)."""
+    X = as_float("X", X)
+    require_int("n_rep", n_rep, 1)
+    if X.ndim < 3:
+        raise ValueError(f"X must have shape (..., h_kv, T, d_head); got shape {shape_str(X.shape)}")
+    return np.repeat(X, n_rep, axis=-3)
+
+
+def grouped_query_attention(
+    X_q: ArrayLike,
+    X_kv: ArrayLike,
+    params: MultiHeadParams,
+    n_heads: int,
+    n_kv_heads: int,
+    mask: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Attention with ``n_heads`` query heads sharing ``n_kv_heads`` key-value heads.
+
+    Shapes: ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)``; ``params.W_k`` and ``params.W_v``
+    ``(d_kv, n_kv_heads * d_head)``, the others as in ``multi_head_attention``; ``mask`` broadcastable to
+    ``(..., T_q, T_k)``, shared by all heads. Returns ``(output, weights)`` of shapes ``(..., T_q, d_model)``
+    and ``(..., n_heads, T_q, T_k)``. Chapter 20; Ainslie et al. (2023).
+    """
+    X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
+    check_mha_shapes(X_q.shape, X_kv.shape, params.W_q.shape, params.W_k.shape, params.W_o.shape[1], n_heads,
+                     n_kv_heads, params.W_v.shape)
+    Q = split_heads(affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
+    K = split_heads(affine(X_kv, params.W_k, params.b_k), n_kv_heads)  # (..., h_kv, T_k, d_head): what a cache keeps
+    V = split_heads(affine(X_kv, params.W_v, params.b_v), n_kv_heads)  # (..., h_kv, T_k, d_head)
+    if n_kv_heads != n_heads:  # each key-value head meets its group of query heads
+        K, V = repeat_kv(K, n_heads // n_kv_heads), repeat_kv(V, n_heads // n_kv_heads)
+    if mask is not None:
+        mask = head_mask(mask, X_q.shape[:-1] + (X_kv.shape[-2],))
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
+    return affine(merge_heads(heads), params.W_o, params.b_o), weights  # (..., T_q, d_model)
+
+
 def multi_head_attention(
     X_q: ArrayLike,
     X_kv: ArrayLike,
@@ -86,21 +128,10 @@ def multi_head_attention(
     ``params`` has attributes ``W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o`` (row convention; a bias may be
     ``None``). Shapes: ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)`` with the same batch dimensions;
     ``mask`` boolean, True where allowed, broadcastable to ``(..., T_q, T_k)`` and shared by all heads.
-    Returns ``(output, weights)`` of shapes ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``.
-    Chapter 9; Phuong and Hutter, algorithm 5.
+    Returns ``(output, weights)`` of shapes ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``: grouped-query
+    attention with as many key-value heads as heads. Chapter 9; Phuong and Hutter, algorithm 5.
     """
-    X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
-    check_mha_shapes(X_q.shape, X_kv.shape, params.W_q.shape, params.W_k.shape, params.d_model, n_heads)
-    Q = split_heads(affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
-    K = split_heads(affine(X_kv, params.W_k, params.b_k), n_heads)  # (..., h, T_k, d_head)
-    V = split_heads(affine(X_kv, params.W_v, params.b_v), n_heads)  # (..., h, T_k, d_head)
-    if mask is not None:
-        mask = as_mask(mask)
-        scores_shape = X_q.shape[:-1] + (X_kv.shape[-2],)
-        check_mask_fits(mask.shape, scores_shape)
-        mask = mask[..., None, :, :]  # the same mask for every head: (..., 1, T_q, T_k)
-    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
-    return affine(merge_heads(heads), params.W_o, params.b_o), weights  # (..., T_q, d_model)
+    return grouped_query_attention(X_q, X_kv, params, n_heads, n_heads, mask)
 
 
 def affine(X: np.ndarray, W: np.ndarray, b: np.ndarray | None) -> np.ndarray:

@@ -24,6 +24,7 @@ from attnbook.torch.layernorm import LayerNorm, layer_norm
 from attnbook.torch.linear import Linear
 from attnbook.torch.lora import LoRALinear, add_lora, count_trainable, lora_layers, merge_lora, unload_lora
 from attnbook.torch.masks import causal_mask, combine_masks, padding_mask, token_padding_mask
+from attnbook.torch.modes import eval_mode
 from attnbook.torch.multihead import MultiHeadAttention, merge_heads, multi_head_attention, split_heads
 from attnbook.torch.rmsnorm import RMSNorm, rms_norm
 from attnbook.torch.rotary import (
@@ -71,6 +72,7 @@ __all__ = [
     "attention_entropy",
     "cosine_similarity",
     "dot",
+    "eval_mode",
     "generate",
     "greedy_decode",
     "layer_norm",

@@ -53,6 +53,14 @@ def check_mask_fits(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
     _check_mask_fits(tuple(mask.shape), scores_shape)
 
 
+def head_mask(mask: torch.Tensor, scores_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """A boolean mask on ``device``, checked against the scores ``(..., T_q, T_k)`` of one head, with a head axis
+    added: ``(..., 1, T_q, T_k)``, the same for every head. The one preparation the multi-head functions share."""
+    mask = as_mask(mask).to(device)
+    check_mask_fits(mask, scores_shape)
+    return mask.unsqueeze(-3)
+
+
 def check_last_dim(name: str, x: torch.Tensor, d: int, layout: str) -> None:
     """Raise ``ValueError`` unless ``x`` has at least 2 dimensions and last dimension ``d``."""
     if x.dim() < 2 or x.shape[-1] != d:

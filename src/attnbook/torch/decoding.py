@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from attnbook.torch.kvcache import KVCache
+from attnbook.torch.modes import eval_mode
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -41,13 +42,20 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
                          "upstream: a diverged model, or an input it was not built for")
     if greedy:
         return logits.argmax(dim=-1, keepdim=True)
+    return torch.multinomial(next_token_distribution(logits, temperature, top_k), 1, generator=generator)
+
+
+def next_token_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
+    """The distribution sampling draws from: ``softmax(top_k_filter(logits / temperature, top_k))`` (chapter 15).
+
+    Shapes: ``logits`` ``(..., V)`` to ``(..., V)``, in the logits' dtype; ``top_k`` None keeps every token.
+    """
     if not temperature > 0:
         raise ValueError(f"temperature must be positive (use greedy=True for the argmax); got {temperature}")
     logits = logits / temperature
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
+    return torch.softmax(logits, dim=-1)
 
 
 @torch.no_grad()
@@ -74,9 +82,7 @@ def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float =
     if sliding_cache and not (use_cache and getattr(model.config, "positions", "learned") == "rotary"):
         raise ValueError("sliding_cache=True needs use_cache=True and a model with positions='rotary' (learned "
                          "positions change when the window slides, so their cached keys would be stale)")
-    was_training = model.training
-    model.eval()
-    try:  # whatever happens, the model goes back to the mode it was in
+    with eval_mode(model):  # whatever happens, the model goes back to the mode it was in
         block = model.config.block_size
         cache = KVCache(max_length=block if sliding_cache else None) if use_cache else None
         logits = model(ids[:, -block:], cache=cache)[:, -1, :]  # (B, V): the prediction for the next token
@@ -92,8 +98,6 @@ def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float =
                 # every cached key and value is stale. From here on each step recomputes the whole window.
                 cache = None
                 logits = model(ids[:, -block:])[:, -1, :]
-    finally:
-        model.train(was_training)
     return ids
 
 
@@ -104,9 +108,7 @@ def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, max_len: i
     Starts from ``bos_id``; a sequence that has produced ``eos_id`` is padded with ``eos_id`` from then
     on. The source is encoded once.
     """
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         memory, src_mask = model.encode(src)
         out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
         done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -117,6 +119,4 @@ def greedy_decode(model, src: torch.Tensor, bos_id: int, eos_id: int, max_len: i
             done |= next_id == eos_id
             if bool(done.all()):
                 break
-    finally:
-        model.train(was_training)
     return out

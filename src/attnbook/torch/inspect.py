@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
+from attnbook.torch.decoding import greedy_decode
+from attnbook.torch.modes import eval_mode
 from attnbook.torch.multihead import MultiHeadAttention
 
 
@@ -113,3 +116,29 @@ def ablate_heads(attention: MultiHeadAttention, heads: list[int]) -> Iterator[No
         yield
     finally:
         handle.remove()
+
+
+def decode_with_cross_attention(model, src: list[int], bos_id: int, eos_id: int,
+                                max_len: int) -> tuple[list[int], np.ndarray]:
+    """Greedy output of an encoder-decoder for one source, and its cross-attention while producing it
+    (chapter 16).
+
+    ``src`` holds the source's token ids, unpadded. Returns the output ids (without the begin token, up to
+    and including the end token if it came within ``max_len - 1`` steps) and the cross-attention weights
+    ``(layers, heads, T_out, S)``: row ``t`` is the decoder position that produced output ``t``.
+    """
+    if len(src) == 0:
+        raise ValueError("src must hold at least one token; got an empty list")
+    s = torch.tensor([list(src)])
+    with torch.no_grad():
+        out = greedy_decode(model, s, bos_id, eos_id, max_len=max_len)[0, 1:].tolist()
+    if eos_id in out:
+        out = out[: out.index(eos_id) + 1]
+    # Greedy decoding feeds each output back in, so one teacher-forced pass on [begin] + output gives
+    # the attention of every decoding step at once (the decoder is causal).
+    dec_in = torch.tensor([[bos_id] + out[:-1]])
+    with eval_mode(model), record_attention(model) as rec, torch.no_grad():
+        model(s, dec_in)
+    names = sorted((n for n in rec if n.endswith("cross_attn")), key=lambda n: [int(p) for p in n.split(".")
+                                                                                 if p.isdigit()])
+    return out, np.stack([rec[n][0].numpy() for n in names])

@@ -2,7 +2,9 @@
 
 Weights are in the row convention: ``W_q (d_q, d_model)``, ``W_k`` and ``W_v (d_kv, d_model)``,
 ``W_o (d_model, d_model)``. The module ``MultiHeadAttention`` holds them as parameters and is itself a
-valid ``params`` argument of the functional ``multi_head_attention``.
+valid ``params`` argument of the functional ``multi_head_attention``. One function computes it:
+``grouped_query_attention``, whose ``n_kv_heads`` key-value heads each serve a group of query heads
+(chapter 20); ``multi_head_attention`` is the case ``n_kv_heads = n_heads``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook._validate import check_heads, check_mha_shapes, check_split_heads, require_int
-from attnbook.torch._checks import as_float, as_mask, check_mask_fits, require_tensor
+from attnbook._validate import check_heads, check_mha_shapes, check_split_heads, require_int, shape_str
+from attnbook.torch._checks import as_float, head_mask, require_tensor
 from attnbook.torch.attention import masked_softmax, scaled_dot_product_attention
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.linear import Linear
@@ -39,6 +41,49 @@ def merge_heads(X: torch.Tensor) -> torch.Tensor:
     return X.transpose(-3, -2).reshape(*batch, T, h * d_head)
 
 
+def repeat_kv(X: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """``(..., h_kv, T, d_head)`` to ``(..., h_kv * n_rep, T, d_head)``, each head repeated ``n_rep`` times
+    in a row, so that query head ``i`` meets key-value head ``i // n_rep``. Refuses an ``n_rep`` that is not
+    a positive integer (0 would leave no heads)."""
+    require_tensor("X", X)
+    require_int("n_rep", n_rep, 1)
+    X = as_float("X", X)
+    if X.dim() < 3:
+        raise ValueError(f"X must have shape (..., h_kv, T, d_head); got shape {shape_str(X.shape)}")
+    return X.repeat_interleave(n_rep, dim=-3)
+
+
+def grouped_query_attention(
+    X_q: torch.Tensor,
+    X_kv: torch.Tensor,
+    params: MultiHeadAttention,
+    n_heads: int,
+    n_kv_heads: int,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention with ``n_heads`` query heads sharing ``n_kv_heads`` key-value heads.
+
+    Shapes: ``X_q`` ``(..., T_q, d_q)``, ``X_kv`` ``(..., T_k, d_kv)``; ``params.W_k`` and ``params.W_v``
+    ``(d_kv, n_kv_heads * d_head)``, the others as in ``multi_head_attention``; ``mask`` broadcastable to
+    ``(..., T_q, T_k)``, shared by all heads. Returns ``(output, weights)`` of shapes ``(..., T_q, d_model)``
+    and ``(..., n_heads, T_q, T_k)``. Chapter 20; Ainslie et al. (2023).
+    """
+    require_tensor("X_q", X_q)
+    require_tensor("X_kv", X_kv)
+    X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
+    check_mha_shapes(tuple(X_q.shape), tuple(X_kv.shape), tuple(params.W_q.shape), tuple(params.W_k.shape),
+                     params.W_o.shape[1], n_heads, n_kv_heads, tuple(params.W_v.shape))
+    Q = _heads(affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
+    K = _heads(affine(X_kv, params.W_k, params.b_k), n_kv_heads)  # (..., h_kv, T_k, d_head): what a cache keeps
+    V = _heads(affine(X_kv, params.W_v, params.b_v), n_kv_heads)
+    if n_kv_heads != n_heads:  # each key-value head meets its group of query heads
+        K, V = repeat_kv(K, n_heads // n_kv_heads), repeat_kv(V, n_heads // n_kv_heads)
+    if mask is not None:
+        mask = head_mask(mask, tuple(X_q.shape[:-1]) + (X_kv.shape[-2],), X_q.device)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
+    return affine(merge_heads(heads), params.W_o, params.b_o), weights
+
+
 def multi_head_attention(
     X_q: torch.Tensor,
     X_kv: torch.Tensor,
@@ -52,22 +97,10 @@ def multi_head_attention(
     ``MultiHeadAttention`` module has them; a bias may be ``None``). Shapes: ``X_q`` ``(..., T_q, d_q)``,
     ``X_kv`` ``(..., T_k, d_kv)`` with the same batch dimensions; ``mask`` boolean, True where allowed,
     broadcastable to ``(..., T_q, T_k)`` and shared by all heads. Returns ``(output, weights)`` of shapes
-    ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``. Chapters 9 and 12; Phuong and Hutter, algorithm 5.
+    ``(..., T_q, d_model)`` and ``(..., h, T_q, T_k)``: grouped-query attention with as many key-value heads
+    as heads. Chapters 9 and 12; Phuong and Hutter, algorithm 5.
     """
-    require_tensor("X_q", X_q)
-    require_tensor("X_kv", X_kv)
-    X_q, X_kv = as_float("X_q", X_q), as_float("X_kv", X_kv)
-    check_mha_shapes(tuple(X_q.shape), tuple(X_kv.shape), tuple(params.W_q.shape), tuple(params.W_k.shape),
-                     params.W_o.shape[1], n_heads)
-    Q = _heads(affine(X_q, params.W_q, params.b_q), n_heads)  # (..., h, T_q, d_head)
-    K = _heads(affine(X_kv, params.W_k, params.b_k), n_heads)  # (..., h, T_k, d_head)
-    V = _heads(affine(X_kv, params.W_v, params.b_v), n_heads)  # (..., h, T_k, d_head)
-    if mask is not None:
-        mask = as_mask(mask).to(X_q.device)
-        check_mask_fits(mask, tuple(X_q.shape[:-1]) + (X_kv.shape[-2],))
-        mask = mask.unsqueeze(-3)  # the same mask for every head: (..., 1, T_q, T_k)
-    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., h, T_q, d_head)
-    return affine(merge_heads(heads), params.W_o, params.b_o), weights
+    return grouped_query_attention(X_q, X_kv, params, n_heads, n_heads, mask)
 
 
 def affine(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -147,6 +180,33 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        q, k, v = self._project(x_q, x_kv, cache)  # (B, h, T_q, d_head) and (B, h_kv, T_k, d_head) twice
+        need_weights = need_weights or self.record
+        T_k = k.shape[-2]
+        # A sliding cache: each query sees the last max_length positions, itself included.
+        window = cache.max_length if cache is not None and cache.max_length is not None and T_k > cache.max_length \
+            else None
+        # The fused kernel builds the square causal mask itself; any other mask is passed in whole.
+        fused_causal = causal and mask is None and window is None and q.shape[-2] == T_k and not need_weights
+        mask = self._mask(mask, causal and not fused_causal, window, tuple(x_q.shape[:-1]), T_k, x_q.device)
+        if self.n_kv_heads != self.n_heads:  # each key-value head meets its group of query heads
+            group = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)  # (B, h, T_k, d_head)
+        dropout = self.dropout if self.training else 0.0
+        if not need_weights:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=fused_causal)
+            return self.out_proj(merge_heads(out)), None
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T_q, T_k)
+        weights = masked_softmax(scores, mask)
+        # Attention dropout acts on the weights, before the product with V (as the fused kernel does).
+        weights = F.dropout(weights, dropout, self.training) if dropout else weights
+        if self.record:
+            self.last_weights = weights.detach()
+        return self.out_proj(merge_heads(weights @ v)), weights
+
+    def _project(self, x_q: torch.Tensor, x_kv: torch.Tensor | None,
+                 cache: KVCache | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Checked inputs to per-head queries, keys and values: normalised, rotated and cached as configured."""
         if cache is not None and x_kv is not None and x_kv is not x_q:
             raise ValueError("a KVCache serves self-attention only; got a separate x_kv")
         if self.rotary and x_kv is not None and x_kv is not x_q:
@@ -170,33 +230,19 @@ class MultiHeadAttention(nn.Module):
             q, k = self.rope(q, start), self.rope(k, start)  # cached keys stay rotated
         if cache is not None:
             k, v = cache.update(self, k, v)  # (B, h_kv, T_seen + T_new, d_head)
-        T_q, T_k = q.shape[-2], k.shape[-2]
-        if cache is not None and cache.max_length is not None and T_k > cache.max_length:
-            # A sliding cache: each query sees the last max_length positions, itself included.
-            window = sliding_window_mask(T_q, T_k, window=cache.max_length).to(x_q.device)
-            mask = window if mask is None else combine_masks(as_mask(mask).to(x_q.device), window)
-        need_weights = need_weights or self.record
-        # The fused kernel builds the square causal mask itself; any other mask is passed in whole.
-        fused_causal = causal and mask is None and T_q == T_k and not need_weights
-        if mask is not None:
-            mask = as_mask(mask).to(x_q.device)
-            check_mask_fits(mask, tuple(x_q.shape[:-1]) + (T_k,))
-        if causal and not fused_causal:
-            causal_part = causal_mask(T_q, T_k).to(x_q.device)  # the queries are the last T_q positions
-            mask = causal_part if mask is None else combine_masks(mask, causal_part)
-        if mask is not None:
-            mask = mask.unsqueeze(-3)  # (..., 1, T_q, T_k): the same for every head
-        if self.n_kv_heads != self.n_heads:
-            group = self.n_heads // self.n_kv_heads
-            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)  # (B, h, T_k, d_head)
-        dropout = self.dropout if self.training else 0.0
-        if not need_weights:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=fused_causal)
-            return self.out_proj(merge_heads(out)), None
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T_q, T_k)
-        weights = masked_softmax(scores, mask)
-        # Attention dropout acts on the weights, before the product with V (as the fused kernel does).
-        weights = F.dropout(weights, dropout, self.training) if dropout else weights
-        if self.record:
-            self.last_weights = weights.detach()
-        return self.out_proj(merge_heads(weights @ v)), weights
+        return q, k, v
+
+    @staticmethod
+    def _mask(mask: torch.Tensor | None, causal: bool, window: int | None, query_shape: tuple[int, ...], T_k: int,
+              device: torch.device) -> torch.Tensor | None:
+        """The mask ``(..., 1, T_q, T_k)`` every head shares: the caller's, a sliding ``window`` and the causal
+        mask combined (the queries are the last ``T_q`` positions), or ``None`` for none of them."""
+        T_q = query_shape[-1]
+        mask = None if mask is None else head_mask(mask, query_shape + (T_k,), device)
+        parts = [sliding_window_mask(T_q, T_k, window=window)] if window is not None else []
+        if causal:
+            parts.append(causal_mask(T_q, T_k))
+        for part in parts:
+            part = part.to(device).unsqueeze(-3)  # (1, T_q, T_k)
+            mask = part if mask is None else combine_masks(mask, part)
+        return mask

@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnbook.interop import copy_norm
 from attnbook.torch.transformer import GPT, GPTConfig
 
 
@@ -54,5 +53,14 @@ def copy_gpt_to_torch(ours: GPT, theirs: TorchGPT) -> None:
             if ours.config.bias:
                 lin.bias.copy_(fc.b)
         for norm, ln in ((layer.norm1, block.norm1), (layer.norm2, block.norm3)):
-            copy_norm(norm, ln)
-    copy_norm(theirs.norm, ours.norm)
+            _copy_layer_norm(norm, ln)
+    _copy_layer_norm(theirs.norm, ours.norm)
+
+
+def _copy_layer_norm(theirs: nn.LayerNorm, ours) -> None:
+    """attnbook's ``LayerNorm`` (``gamma``, ``beta``) into ``nn.LayerNorm`` (``weight``, ``bias``), under
+    ``no_grad`` by the caller. Kept here rather than imported from ``attnbook.interop``, which sits above
+    ``attnbook.torch``: imports run down the package's floors, never up."""
+    theirs.weight.copy_(ours.gamma)
+    if theirs.bias is not None:
+        theirs.bias.copy_(ours.beta)

@@ -23,11 +23,14 @@ from tqdm.auto import tqdm
 from attnbook._files import atomic_write
 from attnbook.data.bpe import BPETokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
-from attnbook.data.text import CharTokenizer, random_windows, sequential_windows
+from attnbook.data.text import CharTokenizer, random_windows
 from attnbook.torch.transformer import GPT, GPT_ACTIVATIONS, GPTConfig, GPTShape
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.distributed import init_distributed, mean_over_processes, shutdown
+
+# The evaluations of a trained language model live in training/evaluate.py; the chapters import them from here too.
+from attnbook.training.evaluate import bits_per_character, evaluate_loss, loss_by_position, per_window_losses  # noqa: F401
 from attnbook.training.muon import MuonAdamW, ns_dtype_for
 from attnbook.training.schedule import lr_at
 from attnbook.training.trainer import make_optimizer, optimizer_step
@@ -198,86 +201,6 @@ class GPTRun:
     @property
     def tokens_per_second(self) -> float:
         return self.steps_done * self.config.batch_size * self.config.block_size / max(self.train_seconds, 1e-9)
-
-
-@torch.no_grad()
-def evaluate_loss(model: GPT, data: torch.Tensor, block_size: int, batch_size: int = 64,
-                  max_batches: int | None = None, device: torch.device | str = "cpu") -> float:
-    """Mean cross-entropy (nats per character) over non-overlapping windows of ``data``, in order."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for x, y in sequential_windows(data, block_size, batch_size, max_batches):
-        logits = model(x.to(device))
-        total += F.cross_entropy(logits.flatten(0, 1).float(), y.to(device).flatten(), reduction="sum").item()
-        count += y.numel()
-    model.train(was_training)
-    return total / count
-
-
-@torch.no_grad()
-def loss_by_position(model: GPT, data: torch.Tensor, length: int, batch_size: int = 16,
-                     max_batches: int | None = None, window: int | None = None) -> torch.Tensor:
-    """Mean cross-entropy (nats) at each position of non-overlapping windows of ``length`` tokens of
-    ``data``, in order: shape ``(length,)``. A model with rotary positions accepts ``length`` beyond its
-    ``block_size`` (chapter 21); ``window`` limits each position to the last ``window`` positions."""
-    was_training = model.training
-    model.eval()
-    total, count = torch.zeros(length, dtype=torch.float64), 0
-    for x, y in sequential_windows(data, length, batch_size, max_batches):
-        logits = model(x, window=window)  # (B, length, V)
-        losses = F.cross_entropy(logits.transpose(1, 2).float(), y, reduction="none")  # (B, length)
-        total += losses.sum(0).double()
-        count += len(x)
-    model.train(was_training)
-    return total / count
-
-
-@torch.no_grad()
-def per_window_losses(model: GPT, data: torch.Tensor, block_size: int, batch_size: int = 64,
-                      max_batches: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The mean cross-entropy (nats per character) of each non-overlapping window of ``data``, in order.
-
-    Returns ``(N,)`` for the ``N = (len(data) - 1) // block_size`` windows (fewer with ``max_batches``):
-    the windows of ``evaluate_loss``, one loss each, so that two models, or one model with and without a
-    change, can be compared window by window (chapter 18).
-    """
-    was_training = model.training
-    model.eval()
-    losses = []
-    for x, y in sequential_windows(data, block_size, batch_size, max_batches):
-        logits = model(x.to(device)).float()  # (B, T, V)
-        per_token = F.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (B, T)
-        losses.append(per_token.mean(dim=1).cpu())
-    model.train(was_training)
-    return torch.cat(losses)
-
-
-@torch.no_grad()
-def bits_per_character(model: GPT, ids: torch.Tensor, tokenizer: CharTokenizer | BPETokenizer,
-                       batch_size: int = 64) -> float:
-    """Total cross-entropy of every token of ``ids`` after the first, in bits, over the number of
-    characters those tokens spell (chapter 23): a loss that compares models with different tokenizers.
-
-    ``ids`` ``(N,)`` is cut into consecutive windows of the model's context (the last one shorter), so
-    each token is predicted once, from the tokens before it in its window.
-    """
-    was_training = model.training
-    model.eval()
-    T = model.config.block_size
-    starts = list(range(0, len(ids) - 1, T))
-    total = 0.0
-    for i in range(0, len(starts), batch_size):
-        group = starts[i:i + batch_size]
-        full = [s for s in group if s + T + 1 <= len(ids)]
-        parts = [torch.stack([ids[s:s + T + 1] for s in full])] if full else []
-        parts += [ids[s:][None] for s in group if s + T + 1 > len(ids)]  # the shorter last window
-        for windows in parts:  # (B, T' + 1)
-            logits = model(windows[:, :-1])
-            total += F.cross_entropy(logits.flatten(0, 1).float(), windows[:, 1:].flatten(), reduction="sum").item()
-    model.train(was_training)
-    per_token = tokenizer.char_counts() if isinstance(tokenizer, BPETokenizer) else torch.ones(tokenizer.vocab_size)
-    return total / float(per_token[ids[1:]].sum()) / math.log(2)
 
 
 def _state(model, optimizer, generator, step, config, tokenizer, log, train_seconds) -> dict[str, Any]:

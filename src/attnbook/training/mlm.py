@@ -25,6 +25,7 @@ from attnbook._validate import check_heads, require_int
 from attnbook.data.masked_text import MaskedCharTokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import random_windows, split
+from attnbook.torch.modes import eval_mode
 from attnbook.torch.transformer import GPT, EncoderConfig, EncoderOnlyTransformer, check_at_least_one
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.lm import GPTRunConfig, check_optimisation
@@ -239,10 +240,8 @@ def encoder_logits(model: torch.nn.Module, inputs: torch.Tensor, batch_size: int
     """``(N, T)`` masked inputs to ``(N, T, V)`` float32 logits, in batches of ``batch_size`` (a positive
     integer), in eval mode."""
     require_int("batch_size", batch_size, 1)
-    was_training = model.training
-    model.eval()
-    out = torch.cat([model(inputs[i:i + batch_size]).float() for i in range(0, len(inputs), batch_size)])
-    model.train(was_training)
+    with eval_mode(model):
+        out = torch.cat([model(inputs[i:i + batch_size]).float() for i in range(0, len(inputs), batch_size)])
     return out
 
 
@@ -252,10 +251,8 @@ def gpt_logits(model: GPT, windows: torch.Tensor, batch_size: int = 256) -> torc
     ``windows[:, t]`` from ``windows[:, :t]`` only. Row 0 has no context and is NaN (on purpose: no
     prediction exists there, and ``score`` never reads it). ``batch_size`` is a positive integer."""
     require_int("batch_size", batch_size, 1)
-    was_training = model.training
-    model.eval()
-    body = torch.cat([model(windows[i:i + batch_size, :-1]).float() for i in range(0, len(windows), batch_size)])
-    model.train(was_training)
+    with eval_mode(model):
+        body = torch.cat([model(windows[i:i + batch_size, :-1]).float() for i in range(0, len(windows), batch_size)])
     first = torch.full_like(body[:, :1], math.nan)
     return torch.cat([first, body], dim=1)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook._validate import check_mask_fits, check_mha_shapes
+from attnbook._validate import check_mha_shapes
+from attnbook.numpy._arrays import head_mask
 from attnbook.numpy.backprop.attention import attention_backward, attention_forward
 from attnbook.numpy.backprop.linear import linear_backward, linear_forward
 from attnbook.numpy.multihead import MultiHeadParams, merge_heads, split_heads
@@ -24,8 +25,7 @@ def mha_forward(X_q: np.ndarray, X_kv: np.ndarray, params: MultiHeadParams, n_he
     """
     check_mha_shapes(X_q.shape, X_kv.shape, params.W_q.shape, params.W_k.shape, params.d_model, n_heads)
     if mask is not None:
-        check_mask_fits(mask.shape, X_q.shape[:-1] + (X_kv.shape[-2],))
-        mask = mask[..., None, :, :]  # (..., 1, T_q, T_k): the same for every head
+        mask = head_mask(mask, X_q.shape[:-1] + (X_kv.shape[-2],))  # (..., 1, T_q, T_k)
     q, cq = linear_forward(X_q, params.W_q, params.b_q)
     k, ck = linear_forward(X_kv, params.W_k, params.b_k)
     v, cv = linear_forward(X_kv, params.W_v, params.b_v)

@@ -20,23 +20,27 @@ import torch
 
 from attnbook.training.lm import GPTRunConfig, preset, train_gpt
 
-# Muon on the matrices at four times AdamW's rate, rotary positions, the 1,000-step schedule, bfloat16 iteration.
-_KEPT: dict[str, Any] = {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary", "steps": 1000, "warmup": 50,
-                         "muon_precision": "bf16"}
+# The single changes the combined variants are made of, so that a combination is the union of its parts by
+# construction: Muon on the matrices at four times AdamW's rate (the embeddings and norms keep AdamW's 1e-3),
+# rotary positions (chapter 21), the cosine decay ending at step 1000 instead of 2000, Muon's iteration in bfloat16.
+_MUON_4X: dict[str, Any] = {"optimizer": "muon", "matrix_lr": 4e-3}
+_ROTARY: dict[str, Any] = {"positions": "rotary"}
+_SHORT: dict[str, Any] = {"steps": 1000, "warmup": 50}
+_BF16: dict[str, Any] = {"muon_precision": "bf16"}
+_KEPT: dict[str, Any] = {**_MUON_4X, **_ROTARY, **_SHORT, **_BF16}  # the recipe the benchmark keeps
 
 # Each variant: the fields it changes in the recipe. "baseline" is the recipe itself.
 VARIANTS: dict[str, dict[str, Any]] = {
     "baseline": {},
     # Muon on the block matrices at AdamW's rate (its steps are scaled to AdamW's size), AdamW on the rest.
     "muon": {"optimizer": "muon"},
-    # Muon at four times that rate on the matrices (the embeddings and norms keep AdamW's 1e-3).
-    "muon 4x": {"optimizer": "muon", "matrix_lr": 4e-3},
+    "muon 4x": _MUON_4X,
     # AdamW at twice the recipe's peak rate (chapter 17's notebook recipe uses it for its short run).
     "lr 2x": {"lr": 2e-3},
-    "rotary": {"positions": "rotary"},  # chapter 21
-    "muon rotary": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary"},
+    "rotary": _ROTARY,
+    "muon rotary": {**_MUON_4X, **_ROTARY},
     # The same, with Muon's iteration in bfloat16 (torch.optim.Muon's choice) instead of float32 on a CPU.
-    "muon rotary bf16": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary", "muon_precision": "bf16"},
+    "muon rotary bf16": {**_MUON_4X, **_ROTARY, **_BF16},
     # One change each to the recipe (chapter 22's block changes, and those of the GPU speedruns).
     "swiglu": {"activation": "swiglu"},
     "relu2": {"activation": "relu2"},
@@ -44,24 +48,17 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "untied": {"tie_embeddings": False},
     "compile": {"compile": True},
     # Twice the batch, half the steps: the same tokens, in larger matrix products.
-    "batch 24": {"batch_size": 24, "steps": 1000, "warmup": 50},
-    # The schedule alone: the cosine decay ends at step 1000 instead of 2000.
-    "1000 steps": {"steps": 1000, "warmup": 50},
-    # The schedule with Muon and rotary positions: the recipe the benchmark keeps.
-    "muon rotary, 1000 steps": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary", "steps": 1000,
-                                "warmup": 50},
-    # The kept recipe with one more change each.
-    "muon rotary swiglu, 1000 steps": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary",
-                                       "activation": "swiglu", "steps": 1000, "warmup": 50},
-    "muon rotary qk norm, 1000 steps": {"optimizer": "muon", "matrix_lr": 4e-3, "positions": "rotary",
-                                        "qk_norm": True, "steps": 1000, "warmup": 50},
+    "batch 24": {"batch_size": 24, **_SHORT},
+    "1000 steps": _SHORT,  # the schedule alone
+    # The schedule with Muon and rotary positions, and that recipe with one more change each.
+    "muon rotary, 1000 steps": {**_MUON_4X, **_ROTARY, **_SHORT},
+    "muon rotary swiglu, 1000 steps": {**_MUON_4X, **_ROTARY, **_SHORT, "activation": "swiglu"},
+    "muon rotary qk norm, 1000 steps": {**_MUON_4X, **_ROTARY, **_SHORT, "qk_norm": True},
     # Muon's iteration in bfloat16: on a processor with bfloat16 instructions the batched products run faster.
-    "muon rotary bf16, 1000 steps": {**_KEPT},
+    "muon rotary bf16, 1000 steps": _KEPT,
     # AdamW given what the Muon arms have (rotary positions, the 1,000-step schedule) at 2 to 4 times its rate:
     # the AdamW that Muon is compared against is tuned first.
-    "adamw rotary 2x, 1000 steps": {"lr": 2e-3, "positions": "rotary", "steps": 1000, "warmup": 50},
-    "adamw rotary 3x, 1000 steps": {"lr": 3e-3, "positions": "rotary", "steps": 1000, "warmup": 50},
-    "adamw rotary 4x, 1000 steps": {"lr": 4e-3, "positions": "rotary", "steps": 1000, "warmup": 50},
+    **{f"adamw rotary {k}x, 1000 steps": {"lr": k * 1e-3, **_ROTARY, **_SHORT} for k in (2, 3, 4)},
     # The bfloat16 Muon recipe for about the recipe's training time: no target, one evaluation, at the end.
     "muon rotary bf16, 1800 steps, no target": {**_KEPT, "steps": 1800, "target_loss": None, "eval_every": 0},
     "muon rotary bf16, 1600 steps, no target": {**_KEPT, "steps": 1600, "target_loss": None, "eval_every": 0},
