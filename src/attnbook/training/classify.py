@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnbook._validate import shape_str
+from attnbook.torch.modes import eval_mode
 from attnbook.training.trainer import TrainConfig, TrainResult, train
 
 
@@ -19,12 +20,8 @@ def accuracy(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor)
     if images.shape[:1] != labels.shape or labels.dim() != 1:
         raise ValueError(f"expected images (n, C, H, W) and labels (n,); got {shape_str(images.shape)} and "
                          f"{shape_str(labels.shape)}")
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        hits = (model(images).argmax(dim=-1) == labels).double().mean().item()
-    model.train(was_training)
-    return hits
+    with eval_mode(model), torch.no_grad():
+        return (model(images).argmax(dim=-1) == labels).double().mean().item()
 
 
 def train_classifier(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, config: TrainConfig,
