@@ -52,8 +52,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "1000 steps": _SHORT,  # the schedule alone
     # The schedule with Muon and rotary positions, and that recipe with one more change each.
     "muon rotary, 1000 steps": {**_MUON_4X, **_ROTARY, **_SHORT},
-    "muon rotary swiglu, 1000 steps": {**_MUON_4X, **_ROTARY, **_SHORT, "activation": "swiglu"},
-    "muon rotary qk norm, 1000 steps": {**_MUON_4X, **_ROTARY, **_SHORT, "qk_norm": True},
+    "muon rotary swiglu, 1000 steps": {**_MUON_4X, **_ROTARY, "activation": "swiglu", **_SHORT},
+    "muon rotary qk norm, 1000 steps": {**_MUON_4X, **_ROTARY, "qk_norm": True, **_SHORT},
     # Muon's iteration in bfloat16: on a processor with bfloat16 instructions the batched products run faster.
     "muon rotary bf16, 1000 steps": _KEPT,
     # AdamW given what the Muon arms have (rotary positions, the 1,000-step schedule) at 2 to 4 times its rate:
