@@ -62,7 +62,9 @@ def _head_slice(attention: MultiHeadAttention, head: int) -> slice:
 
 def qk_matrix(attention: MultiHeadAttention, head: int) -> torch.Tensor:
     """``QK = W_Q^h W_K^{h T}``, ``(d_model, d_model)``: the score of head ``head`` is ``x_dst QK x_src^T``
-    (before the ``1 / sqrt(d_head)``, without biases). Equal to Elhage et al.'s ``W_QK``. Chapter 28."""
+    (before the ``1 / sqrt(d_head)``, without biases, and without the rotation that rotary positions apply to
+    queries and keys, so for a rotary model it is the score at offset 0). Equal to Elhage et al.'s ``W_QK``.
+    Chapter 28."""
     s = _head_slice(attention, head)
     return attention.W_q[:, s] @ attention.W_k[:, s].T
 
