@@ -1,6 +1,7 @@
 """Shared test set-up: a non-interactive Matplotlib backend that is emptied after every test, and the
 repository root on sys.path."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,12 @@ if str(ROOT) not in sys.path:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: minutes of work (make test-slow runs these; make test leaves them out)")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # make test runs one worker per core; each worker's PyTorch would start a thread per core as well, and
+        # twice as many threads as cores wait on each other (the training tests ran about three times slower).
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
