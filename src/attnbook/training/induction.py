@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from attnbook._validate import require_int
 from attnbook.data.repeats import copy_masks, repeated_segments
 from attnbook.torch.attn_only import AttnOnlyConfig, AttnOnlyTransformer, token_losses
-from attnbook.training.schedule import lr_at
-from attnbook.training.trainer import make_optimizer, optimizer_step, set_seed
+from attnbook.torch.modes import eval_mode
+from attnbook.training.trainer import TrainConfig, set_seed, train
 
 
 @dataclass(kw_only=True)
@@ -80,34 +80,45 @@ class InductionRun:
 
 def train_induction(config: InductionConfig, probe: Callable[[AttnOnlyTransformer], dict[str, float]] | None = None,
                     probe_every: int = 25) -> InductionRun:
-    """Train ``AttnOnlyTransformer(config.model_config())`` on repeated segments; AdamW, warm-up and cosine
-    decay, gradient clipping. Seeded: on one machine a run repeats exactly. ``probe(model)``, if given, runs
-    in eval mode without gradients before the first step and after every ``probe_every`` steps; what it
-    returns is added to that step's log entry (before its update). Chapter 28."""
-    g = set_seed(config.seed)
+    """Train ``AttnOnlyTransformer(config.model_config())`` on repeated segments with the package's trainer
+    (``trainer.train``: AdamW, warm-up and cosine decay, gradient clipping). Seeded: on one machine a run repeats
+    exactly. ``probe(model)``, if given, runs in eval mode without gradients before the first step and after
+    every ``probe_every`` steps; what it returns is added to the log entry of the step that follows. Chapter 28."""
+    set_seed(config.seed)  # the model's initial weights; train() seeds again, and draws the batches from its own
     model = AttnOnlyTransformer(config.model_config())
-    optimizer = make_optimizer(model, config.lr, config.weight_decay, (0.9, 0.98))
     run = InductionRun(model, config)
-    model.train()
-    for step in range(config.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr)
-        probed = {}
-        if probe is not None and step % probe_every == 0:
-            model.eval()
+    pending: dict[str, float] = {}  # the last probe's results, for the next step's log entry
+
+    def probe_now(m: torch.nn.Module) -> float:
+        if len(run.log) < config.steps:  # after the last step no entry follows: train()'s final call is skipped
             with torch.no_grad():
-                probed = dict(probe(model))
-            model.train()
+                pending.update(probe(m))
+        return 0.0  # train() wants a number; the probe's results go to the log
+
+    def get_batch(g: torch.Generator) -> tuple[int, torch.Tensor]:
         L = int(torch.randint(config.min_len, config.max_len + 1, (1,), generator=g))
-        ids = repeated_segments(config.batch_size, L, config.vocab_size, g)  # (B, 2L)
-        logits = model(ids)[:, :-1]  # (B, 2L - 1, V): each position predicts the next token
+        return L, repeated_segments(config.batch_size, L, config.vocab_size, g)  # (B, 2L)
+
+    def loss_fn(m: torch.nn.Module, batch: tuple[int, torch.Tensor]) -> torch.Tensor:
+        L, ids = batch
+        logits = m(ids)[:, :-1]  # (B, 2L - 1, V): each position predicts the next token
         losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, 2L - 1)
-        optimizer_step(model, optimizer, losses.mean(), config.grad_clip)
         first, second = copy_masks(L)
         part = losses.detach()
-        run.log.append({"step": step, "length": L, "loss": float(part.mean()),
-                        "first": float(part[:, first].mean()), "second": float(part[:, second].mean()), **probed})
-    model.eval()
+        run.log.append({"step": len(run.log), "length": L, "loss": float(part.mean()),
+                        "first": float(part[:, first].mean()), "second": float(part[:, second].mean()), **pending})
+        pending.clear()
+        return losses.mean()
+
+    if probe is not None:
+        with eval_mode(model):
+            probe_now(model)
+    train(model, get_batch, loss_fn,
+          TrainConfig(steps=config.steps, batch_size=config.batch_size, lr=config.lr, min_lr=config.min_lr,
+                      warmup=config.warmup, weight_decay=config.weight_decay, betas=(0.9, 0.98),
+                      grad_clip=config.grad_clip, eval_every=probe_every if probe is not None else 0,
+                      seed=config.seed, progress=False),
+          evaluate=probe_now if probe is not None else None)
     return run
 
 
