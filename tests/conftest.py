@@ -1,7 +1,14 @@
-"""Shared test set-up: a non-interactive Matplotlib backend that is emptied after every test, and the
-repository root on sys.path."""
+"""Shared test set-up: a non-interactive Matplotlib backend that is emptied after every test, the
+repository root on sys.path, and the small corpora the training tests share (as fixtures).
+
+The tests mirror the package: ``tests/numpy``, ``tests/torch``, ``tests/training``, ``tests/data``,
+``tests/bench``, ``tests/widgets`` and ``tests/exercises`` test the subpackages of those names;
+``tests/package`` the package as a whole (its imports, errors, command line and installation) and
+``tests/book`` the chapters, the site and Colab.
+"""
 
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -43,3 +50,28 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+# The small corpora are made once per session: a run on them trains in a second, not Tiny Shakespeare's minutes.
+WORDS = "the king queen crown sword night day love death speak hear my lord good sir".split()
+
+
+@pytest.fixture(scope="session")
+def word_text() -> str:
+    """600 lines of eight words drawn (seeded) from a 15-word Shakespearean vocabulary: 22,000 characters."""
+    rng = random.Random(0)
+    return "\n".join(" ".join(rng.choice(WORDS) for _ in range(8)) + "." for _ in range(600))
+
+
+@pytest.fixture(scope="session")
+def verse_text() -> str:
+    """Eight short lines repeated 60 times: a text a tiny model learns within tens of steps."""
+    return "\n".join(f"the {w} of the {v}." for w in ("king", "queen", "crown", "night") for v in ("day", "sword")) * 60
+
+
+@pytest.fixture
+def text_file(tmp_path, word_text) -> Path:
+    """``word_text`` written to a UTF-8 file, for the command line's ``--text-file``."""
+    path = tmp_path / "text.txt"
+    path.write_text(word_text, encoding="utf-8")
+    return path

@@ -60,8 +60,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the AdamW that Muon is compared against is tuned first.
     **{f"adamw rotary {k}x, 1000 steps": {"lr": k * 1e-3, **_ROTARY, **_SHORT} for k in (2, 3, 4)},
     # The bfloat16 Muon recipe for about the recipe's training time: no target, one evaluation, at the end.
-    "muon rotary bf16, 1800 steps, no target": {**_KEPT, "steps": 1800, "target_loss": None, "eval_every": 0},
-    "muon rotary bf16, 1600 steps, no target": {**_KEPT, "steps": 1600, "target_loss": None, "eval_every": 0},
+    "muon rotary bf16, 1800 steps, no target": {**_KEPT, "steps": 1800, "target": None, "eval_every": 0},
+    "muon rotary bf16, 1600 steps, no target": {**_KEPT, "steps": 1600, "target": None, "eval_every": 0},
     # The levers of the GPU speedruns, one at a time on the bfloat16 Muon recipe.
     "bf16 + trapezoid": {**_KEPT, "schedule": "trapezoid"},
     "bf16 + zero init": {**_KEPT, "zero_init_projections": True},
@@ -110,7 +110,7 @@ def speedrun(config: GPTRunConfig, target: float | None, variant: str = "", text
              ) -> SpeedrunResult:
     """Train ``config`` until its periodic evaluation reaches ``target`` (or its last step; ``None``: no target,
     every step is taken)."""
-    run = train_gpt(replace(config, target_loss=target, progress=False), text=text)
+    run = train_gpt(replace(config, target=target, progress=False), text=text)
     reached = run.reached_target_at is not None
     return SpeedrunResult(variant, config.seed, run.train_seconds if reached else None, run.reached_target_at,
                           run.val_loss, run.tokens_per_second, run.steps_done, run.train_seconds)
@@ -128,13 +128,13 @@ def speedrun_configs(variants: list[str], seeds: list[int], target: float, recip
                      eval_every: int = 50, extra: dict[str, dict[str, Any]] | None = None
                      ) -> list[tuple[str, GPTRunConfig]]:
     """The runs of a benchmark in their order, seeds interleaved: ``(variant, config)``, each config checked.
-    A variant may set ``target_loss`` to ``None``: it then takes all its steps (a run for a fixed budget)."""
+    A variant may set ``target`` to ``None``: it then takes all its steps (a run for a fixed budget)."""
     table = {**VARIANTS, **(extra or {})}
     unknown = [v for v in variants if v not in table]
     if unknown:
         raise ValueError(f"unknown variants {unknown}; the variants are {sorted(table)}")
     base = preset(recipe, eval_every=eval_every)
-    return [(name, replace(base, seed=seed, **{"target_loss": target, **table[name]}))
+    return [(name, replace(base, seed=seed, **{"target": target, **table[name]}))
             for seed in seeds for name in variants]
 
 
@@ -154,9 +154,9 @@ def bench_speedrun(variants: list[str], seeds: list[int], target: float, recipe:
           f"{processor()}", flush=True)
     results: list[SpeedrunResult] = []
     for name, config in runs:
-        r = speedrun(config, config.target_loss, name, text)
+        r = speedrun(config, config.target, name, text)
         results.append(r)
-        if config.target_loss is None:
+        if config.target is None:
             seconds = f"no target: {r.steps_done} steps in {r.train_seconds:.1f} s"
         else:
             seconds = "not reached" if r.seconds is None else f"{r.seconds:.1f} s at step {r.step}"

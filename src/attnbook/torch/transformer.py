@@ -163,6 +163,32 @@ class EncoderConfig:
         self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
 
 
+@dataclass(kw_only=True)
+class EncoderShape:
+    """What fixes a small encoder-only model's architecture, less its vocabulary: the fields a masked-language-
+    model run (chapter 24's ``MLMRunConfig``) composes. ``block_size`` is the longest window; the blocks are
+    pre-norm (``norm_first``) as the GPT's are, and use GELU."""
+
+    block_size: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    dropout: float = 0.0
+    norm_first: bool = True  # pre-norm blocks, as the GPT has (BERT itself is post-norm)
+
+    def __post_init__(self) -> None:
+        check_at_least_one(self, "n_layers", "n_heads", "d_model", "block_size")
+        if self.block_size < 2:
+            raise ValueError(f"block_size must be at least 2; got {self.block_size}")
+        check_heads(self.d_model, self.n_heads)
+
+    def encoder_config(self, vocab_size: int, pad_id: int = -1) -> EncoderConfig:
+        """The ``EncoderConfig`` of this shape for ``vocab_size`` tokens; ``pad_id=-1``: no padding."""
+        return EncoderConfig(vocab_size=vocab_size, d_model=self.d_model, n_heads=self.n_heads,
+                             n_layers=self.n_layers, max_len=self.block_size, dropout=self.dropout,
+                             norm_first=self.norm_first, activation="gelu", pad_id=pad_id)
+
+
 class EncoderOnlyTransformer(nn.Module):
     """Algorithm 9 (BERT-like): every position sees every other one; logits for each position.
 

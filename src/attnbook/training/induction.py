@@ -10,7 +10,7 @@ parts: the mean loss on the first copy's tokens and on the second copy's (``copy
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -24,8 +24,9 @@ from attnbook.training.trainer import TrainConfig, set_seed, train
 
 
 @dataclass(kw_only=True)
-class InductionConfig:
-    """The data (``vocab_size``, segment lengths ``min_len .. max_len``), the model and the optimisation."""
+class InductionConfig(TrainConfig):
+    """The data (``vocab_size``, segment lengths ``min_len .. max_len``), the model, and the optimisation and
+    loop (``TrainConfig``, with this recipe's defaults)."""
 
     vocab_size: int = 32
     min_len: int = 6
@@ -39,18 +40,15 @@ class InductionConfig:
     lr: float = 5e-3
     min_lr: float = 5e-4
     warmup: int = 50
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    seed: int = 0
+    progress: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "steps", "batch_size", "n_layers"):
+        super().__post_init__()
+        for name in ("vocab_size", "n_layers"):
             require_int(name, getattr(self, name), 1)
         require_int("min_len", self.min_len, 2)
         if self.max_len < self.min_len:
             raise ValueError(f"need min_len <= max_len; got {self.min_len} and {self.max_len}")
-        if not 0 <= self.warmup <= self.steps:
-            raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
 
     def model_config(self) -> AttnOnlyConfig:
         """The model's sizes: rows of up to ``2 max_len`` tokens."""
@@ -113,11 +111,7 @@ def train_induction(config: InductionConfig, probe: Callable[[AttnOnlyTransforme
     if probe is not None:
         with eval_mode(model):
             probe_now(model)
-    train(model, get_batch, loss_fn,
-          TrainConfig(steps=config.steps, batch_size=config.batch_size, lr=config.lr, min_lr=config.min_lr,
-                      warmup=config.warmup, weight_decay=config.weight_decay, betas=(0.9, 0.98),
-                      grad_clip=config.grad_clip, eval_every=probe_every if probe is not None else 0,
-                      seed=config.seed, progress=False),
+    train(model, get_batch, loss_fn, replace(config, eval_every=probe_every if probe is not None else 0),
           evaluate=probe_now if probe is not None else None)
     return run
 

@@ -13,24 +13,21 @@ on the same masked positions of the same validation windows.
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from attnbook._validate import check_heads, require_int
+from attnbook._validate import require_int
 from attnbook.data.masked_text import MaskedCharTokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import random_windows, split
 from attnbook.torch.modes import eval_mode
-from attnbook.torch.transformer import GPT, EncoderConfig, EncoderOnlyTransformer, check_at_least_one
+from attnbook.torch.transformer import GPT, EncoderOnlyTransformer, EncoderShape
 from attnbook.training.device import autocast, pick_device
-from attnbook.training.lm import GPTRunConfig, check_optimisation
-from attnbook.training.schedule import lr_at
-from attnbook.training.trainer import make_optimizer, optimizer_step
+from attnbook.training.lm import GPTRunConfig, LMTrainConfig
+from attnbook.training.trainer import train
 
 _INTEGER = (torch.int64, torch.int32, torch.int16, torch.uint8)
 
@@ -102,67 +99,42 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Te
     return F.cross_entropy(logits[chosen].float(), targets[chosen])
 
 
-@dataclass
-class MLMRunConfig:
-    """A masked-language-model run. The model's size and the optimisation are those of chapter 17's
-    ``GPTRunConfig``, so ``gpt_config()`` gives the causal model to compare with, trained the same way.
-    Its fields are checked as ``GPTRunConfig``'s are, with the same helpers and messages: a ``lr`` that is not
-    positive, a ``min_lr`` outside ``[0, lr]`` or a ``beta1`` outside ``[0, 1)`` raises ``ValueError``."""
+@dataclass(kw_only=True)
+class MLMRunConfig(EncoderShape, LMTrainConfig):
+    """A masked-language-model run: the encoder's size (``EncoderShape``), the optimisation and the loop of
+    chapter 17's GPT (``LMTrainConfig``, the same fields, defaults and checks), and the corruption. So
+    ``gpt_config()`` gives the causal model to compare with, of the same size and trained the same way."""
 
-    n_layers: int = 4
-    n_heads: int = 4
-    d_model: int = 128
-    block_size: int = 64
-    dropout: float = 0.0
-    norm_first: bool = True  # pre-norm blocks, as the GPT has (BERT itself is post-norm)
-    steps: int = 2000
-    batch_size: int = 12
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup: int = 100
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0
     rate: float = 0.15  # share of positions chosen for the loss
     mask_prob: float = 0.8  # of the chosen: replaced by the mask token
     random_prob: float = 0.1  # of the chosen: replaced by a random character (the rest are kept)
-    eval_every: int = 250
     eval_windows: int = 256  # validation windows in the fixed evaluation set
-    seed: int = 1337
-    device: str = "auto"
-    precision: str = "auto"
-    progress: bool = True
 
     def __post_init__(self) -> None:
-        """Checks the fields as ``GPTRunConfig`` does, with its own helpers: the model's sizes, then the
-        optimisation (``check_optimisation``), then the corruption's probabilities."""
-        check_at_least_one(self, "n_layers", "n_heads", "d_model", "block_size", "eval_windows")
-        if self.block_size < 2:
-            raise ValueError(f"block_size must be at least 2; got {self.block_size}")
-        check_heads(self.d_model, self.n_heads)
-        check_optimisation(self)
+        EncoderShape.__post_init__(self)
+        LMTrainConfig.__post_init__(self)
+        if self.eval_windows < 1:
+            raise ValueError(f"eval_windows must be at least 1; got {self.eval_windows}")
         _check_probability("rate", self.rate, low_open=True)
         _check_probability("mask_prob", self.mask_prob, low_open=False)
         _check_probability("random_prob", self.random_prob, low_open=False)
         if self.mask_prob + self.random_prob > 1:
             raise ValueError(f"mask_prob + random_prob must be at most 1; got {self.mask_prob} + {self.random_prob}")
 
+    def resume_fields(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(EncoderShape)) + ("rate", "mask_prob", "random_prob") + \
+            super().resume_fields()
+
     def build_encoder(self, vocab_size: int) -> EncoderOnlyTransformer:
         """Chapter 15's encoder-only model at this size, with GELU as the GPT has.
         ``vocab_size`` counts the mask token. No padding in these windows, so ``pad_id=-1``."""
-        return EncoderOnlyTransformer(EncoderConfig(vocab_size=vocab_size, d_model=self.d_model,
-                                                    n_heads=self.n_heads, n_layers=self.n_layers,
-                                                    max_len=self.block_size, dropout=self.dropout,
-                                                    norm_first=self.norm_first, activation="gelu", pad_id=-1))
+        return EncoderOnlyTransformer(self.encoder_config(vocab_size))
 
     def gpt_config(self, **overrides: Any) -> GPTRunConfig:
-        """The GPT of chapter 17 with the same size, steps, batches, schedule and seed."""
-        shared = {f: getattr(self, f) for f in ("n_layers", "n_heads", "d_model", "block_size", "dropout", "steps",
-                                                 "batch_size", "lr", "min_lr", "warmup", "weight_decay", "beta1",
-                                                 "beta2", "grad_clip", "eval_every", "seed", "device", "precision",
-                                                 "progress")}
-        return GPTRunConfig(**(shared | {"activation": "gelu"} | overrides))
+        """The GPT of chapter 17 with the same size, optimisation, steps, batches, evaluation steps and seed."""
+        shape = {f.name: getattr(self, f.name) for f in fields(EncoderShape) if f.name != "norm_first"}
+        training = {f.name: getattr(self, f.name) for f in fields(LMTrainConfig)}
+        return GPTRunConfig(**(shape | training | {"activation": "gelu"} | overrides))
 
 
 PRESETS: dict[str, MLMRunConfig] = {
@@ -316,13 +288,17 @@ class MLMRun:
         return {"val_loss": last["val_loss"], "val_accuracy": last["val_accuracy"]}
 
 
-def train_mlm(config: MLMRunConfig, text: str | None = None) -> MLMRun:
-    """Train an encoder-only Transformer by masked language modelling on ``text`` (Tiny Shakespeare).
+def train_mlm(config: MLMRunConfig, text: str | None = None, resume: bool = False,
+              stop_after: int | None = None) -> MLMRun:
+    """Train an encoder-only Transformer by masked language modelling on ``text`` (Tiny Shakespeare), with the
+    package's loop (``trainer.train``).
 
     The windows are drawn exactly as ``train_gpt`` draws them from the same seed, so with
     ``config.gpt_config()`` both models see the same text at every step; the masks come from a second
     generator, new ones for every batch (RoBERTa's dynamic masking; BERT masked its data once, up front).
-    The corrupted inputs pass through the model and the loss is taken on the chosen positions.
+    The corrupted inputs pass through the model and the loss is taken on the chosen positions. With
+    ``config.out_dir`` the run keeps checkpoints; ``resume=True`` continues from one, and ``stop_after`` ends
+    the run after that step, as an interruption would.
     """
     device = pick_device(config.device)
     text = load_tinyshakespeare() if text is None else text
@@ -333,29 +309,27 @@ def train_mlm(config: MLMRunConfig, text: str | None = None) -> MLMRun:
 
     torch.manual_seed(config.seed)
     model = config.build_encoder(tokenizer.vocab_size).to(device)
-    optimizer = make_optimizer(model, config.lr, config.weight_decay, (config.beta1, config.beta2))
     windows_gen = torch.Generator().manual_seed(config.seed)  # the same windows as train_gpt's
     mask_gen = torch.Generator().manual_seed(config.seed + 1)
-    run = MLMRun(model, tokenizer, config, eval_set)
-    model.train()
-    for step in tqdm(range(config.steps), desc="training", disable=not config.progress):
-        lr = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr, "cosine")
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        tic = time.perf_counter()
-        x, _ = random_windows(train_ids, config.block_size, config.batch_size, windows_gen)  # (B, T)
+
+    def get_batch(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        x, _ = random_windows(train_ids, config.block_size, config.batch_size, g)  # (B, T)
         inputs, chosen = mask_tokens(x, tokenizer.mask_id, tokenizer.vocab_size, config.rate, config.mask_prob,
                                      config.random_prob, mask_gen)
+        return inputs.to(device), x.to(device), chosen.to(device)
+
+    def loss_fn(m: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        inputs, x, chosen = batch
         with autocast(device, config.precision):
-            logits = model(inputs.to(device))  # (B, T, V + 1)
-        loss = masked_lm_loss(logits, x.to(device), chosen.to(device))
-        optimizer_step(model, optimizer, loss, config.grad_clip)
-        run.train_seconds += time.perf_counter() - tic
-        run.steps_done = step + 1
-        entry = {"step": step + 1, "loss": loss.item(), "lr": lr}
-        if (config.eval_every and (step + 1) % config.eval_every == 0) or step + 1 == config.steps:
-            result = score(encoder_logits(model, eval_set.inputs.to(device)).cpu(), eval_set)
-            entry |= {"val_loss": result["loss"], "val_accuracy": result["accuracy"]}
-        run.log.append(entry)
-    run.model = model.cpu().eval()
-    return run
+            logits = m(inputs)  # (B, T, V + 1)
+        return masked_lm_loss(logits, x, chosen)
+
+    def evaluate(m: torch.nn.Module) -> dict[str, float]:
+        result = score(encoder_logits(m, eval_set.inputs.to(device)).cpu(), eval_set)
+        return {"val_loss": result["loss"], "val_accuracy": result["accuracy"]}
+
+    record = train(model, get_batch, loss_fn, config, evaluate, metric="val_loss", lower_is_better=True,
+                   generator=windows_gen, resume=resume, stop_after=stop_after, saved={"chars": tokenizer.chars},
+                   rngs={"masks": mask_gen})
+    return MLMRun(model.cpu().eval(), tokenizer, config, eval_set, record.log, record.train_seconds,
+                  record.steps_done)

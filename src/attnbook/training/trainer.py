@@ -1,24 +1,40 @@
-"""A small trainer in plain PyTorch (chapters 16 and 17).
+"""The package's one training loop, in plain PyTorch (chapters 16, 17, 24 to 28).
 
-AdamW with decoupled weight decay on matrices only, linear warm-up then decay, gradient clipping, a
-tqdm progress bar, periodic evaluation, early stopping at a target metric, and a seed that makes a CPU
-run repeat exactly. The task supplies two functions: one that draws a batch and one that computes the
-loss on it.
+Every run trains with ``train``: the task passes in what differs (a function that draws a batch, one that
+computes the loss on it, and one that evaluates the model) and a ``TrainConfig``, which is ``Optimisation``
+(the rates, betas, decay, clipping, schedule and optimizer) and the loop's own fields (steps, batch size,
+evaluation, target, seed, checkpoints). The loop sets the step's learning rate, steps, clips, evaluates
+every ``eval_every`` steps and at the end, stops at a target, writes checkpoints atomically, and resumes
+from one exactly. Seeded, a CPU run repeats exactly.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from attnbook.training.schedule import lr_at
+from attnbook._files import atomic_write
+from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
+from attnbook.training.distributed import DistInfo, mean_over_processes
+from attnbook.training.optimisation import Optimisation, make_optimizer, optimizer_step
+
+__all__ = ["CHECKPOINT_KEYS", "TrainConfig", "TrainResult", "make_optimizer", "optimizer_step", "set_seed", "train"]
+
+# What a checkpoint written by ``train`` holds (a run may add its own keys, such as its tokenizer's).
+CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "log", "train_seconds")
+# Fields renamed since checkpoints were first written: a saved configuration is read with the new names.
+RENAMED = {"target_loss": "target"}
 
 
 def set_seed(seed: int) -> torch.Generator:
@@ -29,70 +45,73 @@ def set_seed(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@dataclass
-class TrainConfig:
-    """How to train. ``lr`` is the peak learning rate, reached after ``warmup`` steps."""
+@dataclass(kw_only=True)
+class TrainConfig(Optimisation):
+    """How to train: ``Optimisation``'s fields and the loop's.
+
+    ``eval_every``: evaluate every so many steps (0: only at the end). ``target``: stop at the first
+    evaluation that reaches it (at or above it for a score such as accuracy, at or below it for a loss; the
+    run says which). ``out_dir``: where checkpoints (``ckpt.pt``) and the log (``log.json``) are written at
+    every evaluation; ``""`` keeps nothing on disk.
+    """
 
     steps: int = 1000
     batch_size: int = 64
-    lr: float = 1e-3
-    min_lr: float = 0.0
-    warmup: int = 100
-    schedule: str = "cosine"
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.98)
-    grad_clip: float | None = 1.0
     eval_every: int = 0
-    target: float | None = None  # stop once the evaluation reaches this value
+    target: float | None = None
     seed: int = 0
+    out_dir: str = ""
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_size < 1:
-            raise ValueError(f"steps and batch_size must be at least 1; got {self.steps} and {self.batch_size}")
-        if not 0 <= self.warmup <= self.steps:
-            raise ValueError(f"warmup must lie in [0, steps={self.steps}]; got {self.warmup}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive; got {self.lr}")
-        if not 0 <= self.min_lr <= self.lr:
-            raise ValueError(f"min_lr must lie in [0, lr = {self.lr}]; got {self.min_lr}")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"weight_decay must be 0 or more; got {self.weight_decay}")
-        if self.grad_clip is not None and not self.grad_clip >= 0:
-            raise ValueError(f"grad_clip must be None or 0 (no clipping), or a positive norm; got {self.grad_clip}")
+        for name in ("steps", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number, at least 1; got {value!r}")
+        super().__post_init__()
+        if self.warmup > self.steps:
+            raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
+        if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
+            raise ValueError(f"eval_every must be 0 (only at the end) or more; got {self.eval_every!r}")
+        if self.target is not None and not (math.isfinite(self.target) and self.eval_every > 0):
+            raise ValueError(f"target needs a finite value and periodic evaluations (eval_every > 0); got "
+                             f"target = {self.target}, eval_every = {self.eval_every}")
+
+    def resume_fields(self) -> tuple[str, ...]:
+        """The fields a checkpoint resumes only into the same values of: the data drawn and the optimizer's
+        state depend on them. The others (steps, the rates, evaluation) may change on resume."""
+        return ("batch_size", "seed", "optimizer")
 
 
 @dataclass
 class TrainResult:
-    """What a run produced: per-step losses and learning rates, evaluations, and timings."""
+    """What a run produced: one log entry per step (``step``, ``loss``, ``lr``, and at evaluations what the
+    evaluation returned), and the training time (evaluations excluded).
 
-    losses: list[float] = field(default_factory=list)
-    lrs: list[float] = field(default_factory=list)
-    evals: list[tuple[int, float]] = field(default_factory=list)
+    ``metric`` names the entry the target is compared with; ``evals`` lists it as ``(step, value)``."""
+
+    log: list[dict[str, float]] = field(default_factory=list)
     train_seconds: float = 0.0
     steps_done: int = 0
+    metric: str = "eval"
+    reached_target_at: int | None = None  # the step whose evaluation first reached the target
     seconds_to_target: float | None = None
 
+    @property
+    def losses(self) -> list[float]:
+        return [entry["loss"] for entry in self.log]
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,
-                   betas: tuple[float, float]) -> torch.optim.AdamW:
-    """AdamW, decaying only matrices: biases and norm parameters (vectors) are spared."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    # The fused kernel updates every parameter in one pass; it exists on CPU and CUDA alike since torch 2.4.
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
+    @property
+    def lrs(self) -> list[float]:
+        return [entry["lr"] for entry in self.log]
+
+    @property
+    def evals(self) -> list[tuple[int, float]]:
+        return [(entry["step"], entry[self.metric]) for entry in self.log if self.metric in entry]
 
 
-def optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
-                   grad_clip: float | None) -> None:
-    """One update: clear the old gradients, backpropagate ``loss``, clip the gradient norm to ``grad_clip``
-    (``None`` or 0: no clipping), and step. Under data parallelism the gradients are averaged in ``backward``."""
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if grad_clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
+def _reached(value: float, target: float | None, lower_is_better: bool) -> bool:
+    return target is not None and (value <= target if lower_is_better else value >= target)
 
 
 def train(
@@ -100,39 +119,142 @@ def train(
     get_batch: Callable[[torch.Generator], Any],
     loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
     config: TrainConfig,
-    evaluate: Callable[[torch.nn.Module], float] | None = None,
+    evaluate: Callable[[torch.nn.Module], float | dict[str, float]] | None = None,
+    *,
+    metric: str = "eval",
+    lower_is_better: bool = False,
+    generator: torch.Generator | None = None,
+    result: TrainResult | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
+    saved: dict[str, Any] | None = None,
+    dist: DistInfo | None = None,
+    rngs: dict[str, torch.Generator] | None = None,
 ) -> TrainResult:
-    """Train ``model`` for ``config.steps`` steps (or until ``config.target`` is reached).
+    """Train ``model`` for ``config.steps`` steps, or until an evaluation reaches ``config.target``.
 
-    ``get_batch(generator)`` returns a batch; ``loss_fn(model, batch)`` returns a scalar loss;
-    ``evaluate(model)`` returns a number, called every ``eval_every`` steps in eval mode and at the end.
+    ``get_batch(generator)`` returns a batch; ``loss_fn(model, batch)`` a scalar loss; ``evaluate(model)``, called
+    in eval mode every ``eval_every`` steps and at the end, a number (logged as ``metric``) or a dict of numbers
+    (``metric`` among them). ``lower_is_better``: the target is a loss, reached at or below it.
+
+    ``generator``: the batches' generator, already seeded (global seeds left alone); by default ``set_seed``
+    seeds Python, NumPy and torch with ``config.seed`` and gives it. ``result``: the record to fill (an
+    ``evaluate`` may read its ``steps_done``). With ``config.out_dir``, every evaluation writes a checkpoint
+    (with ``saved``'s entries, such as a tokenizer) and ``log.json``; ``resume=True`` continues from the
+    checkpoint, refusing one written with other ``config.resume_fields()`` or other ``saved`` entries.
+    ``stop_after`` ends the run after that step, as an interruption would (evaluating and saving first).
+    ``dist``: under data parallelism, the loss logged is the mean over processes and only the main process
+    writes. ``rngs``: further generators the batches draw from (by name), saved and restored with the
+    checkpoint. Returns ``result``, with the model in eval mode.
     """
-    g = set_seed(config.seed)
-    optimizer = make_optimizer(model, config.lr, config.weight_decay, config.betas)
-    result = TrainResult()
+    out_dir = Path(config.out_dir) if config.out_dir else None
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():  # checked now, not after minutes
+        raise ValueError(f"out_dir must be a folder (checkpoints and the log go there); {out_dir} is a file")
+    if resume and out_dir is None:
+        raise ValueError("resume=True needs config.out_dir, the folder of the checkpoint to resume from")
+    if resume and not (out_dir / "ckpt.pt").is_file():
+        raise FileNotFoundError(f"resume=True, but there is no checkpoint at {out_dir / 'ckpt.pt'}")
+    g = set_seed(config.seed) if generator is None else generator
+    optimizer = config.build_optimizer(model)
+    result = TrainResult(metric=metric) if result is None else result
+    saved = saved or {}
+    is_main = dist is None or dist.is_main
+    if resume:
+        _resume(out_dir / "ckpt.pt", model, optimizer, g, config, result, saved, rngs or {})
+    start = result.steps_done
+    bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc="training",
+               disable=not (config.progress and is_main))
     model.train()
-    bar = tqdm(range(config.steps), disable=not config.progress, desc="training")
     for step in bar:
-        lr = lr_at(step, config.lr, config.warmup, config.steps, config.min_lr, config.schedule)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        start = time.perf_counter()
+        lr = config.set_step(optimizer, step, config.steps)
+        tic = time.perf_counter()
         loss = loss_fn(model, get_batch(g))
-        optimizer_step(model, optimizer, loss, config.grad_clip)
-        result.train_seconds += time.perf_counter() - start
-        result.losses.append(loss.item())
-        result.lrs.append(lr)
+        optimizer_step(model, optimizer, loss, config.grad_clip)  # under DDP, backward averages the gradients
+        loss_value = (loss if dist is None else mean_over_processes(loss, dist)).item()
+        result.train_seconds += time.perf_counter() - tic
         result.steps_done = step + 1
-        last = step + 1 == config.steps
+        entry: dict[str, float] = {"step": step + 1, "loss": loss_value, "lr": lr}
+        last = step + 1 == config.steps or step + 1 == stop_after
         if evaluate is not None and ((config.eval_every and (step + 1) % config.eval_every == 0) or last):
             model.eval()
-            metric = float(evaluate(model))
+            value = evaluate(model)
             model.train()
-            result.evals.append((step + 1, metric))
-            bar.set_postfix(loss=f"{loss.item():.3f}", eval=f"{metric:.3f}")
-            if config.target is not None and metric >= config.target:
-                result.seconds_to_target = result.train_seconds
-                break
+            entry |= value if isinstance(value, dict) else {metric: float(value)}
+            bar.set_postfix(loss=f"{loss_value:.3f}", **{metric: f"{entry[metric]:.3f}"})
+            if _reached(entry[metric], config.target, lower_is_better):
+                result.reached_target_at, result.seconds_to_target = step + 1, result.train_seconds
+                last = True
+            result.log.append(entry)
+            if out_dir is not None and is_main:
+                _save(out_dir, model, optimizer, g, config, result, saved, rngs or {})
+        else:
+            result.log.append(entry)
+        if last:
+            break
     bar.close()
     model.eval()
     return result
+
+
+def _save(out_dir: Path, model, optimizer, generator, config, result: TrainResult, saved, rngs) -> None:
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": result.steps_done,
+             "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "config": asdict(config),
+             # Dropout on a GPU draws from the GPU's own generators, which the CPU's state does not cover.
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+             **({"rngs": {k: r.get_state() for k, r in rngs.items()}} if rngs else {}),
+             **saved, "log": result.log, "train_seconds": result.train_seconds}
+    save_checkpoint(state, out_dir / "ckpt.pt")
+    atomic_write(out_dir / "log.json", lambda f: f.write(json.dumps(result.log).encode()))
+
+
+def saved_config(state: dict[str, Any], config_type: type, path: str | os.PathLike) -> dict[str, Any]:
+    """A checkpoint's configuration with today's field names (``RENAMED``); a field ``config_type`` does not
+    have raises ``ValueError`` naming it, rather than a run built from a half-read configuration."""
+    saved = {RENAMED.get(k, k): v for k, v in state["config"].items()}
+    known = {f.name for f in fields(config_type)}
+    unknown = sorted(set(saved) - known)
+    if unknown:
+        raise ValueError(f"the checkpoint {path} has configuration fields this version of attnbook does not know "
+                         f"({', '.join(unknown)}): it was written by another version, or by another kind of run "
+                         f"than {config_type.__name__}")
+    return saved
+
+
+def require_keys(state: dict[str, Any], keys: tuple[str, ...], path: str | os.PathLike) -> None:
+    """Refuse a checkpoint that lacks any of ``keys``, naming them and what it has."""
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"{path} was not written by attnbook's trainer: it lacks {', '.join(map(repr, missing))} "
+                         f"(it has {', '.join(map(repr, sorted(map(str, state)))) or 'nothing'})")
+
+
+def _resume(path: Path, model, optimizer, generator, config: TrainConfig, result: TrainResult,
+            saved: dict[str, Any], rngs: dict[str, torch.Generator]) -> None:
+    state = load_checkpoint(path)
+    require_keys(state, CHECKPOINT_KEYS + tuple(saved) + (("rngs",) if rngs else ()), path)
+    old = saved_config(state, type(config), path)
+    defaults = type(config)()  # for fields added since the checkpoint was written
+    # Every field that shapes the model, the data or the optimizer state, compared before anything is loaded.
+    different = {k: (old.get(k, getattr(defaults, k)), getattr(config, k)) for k in config.resume_fields()
+                 if old.get(k, getattr(defaults, k)) != getattr(config, k)}
+    if different:
+        listed = ", ".join(f"{k}: saved {a!r}, requested {b!r}" for k, (a, b) in different.items())
+        raise ValueError(f"the checkpoint {path} was trained with another model, data or optimizer ({listed}); "
+                         "resume with the saved values, or start a new run in another out_dir")
+    if state["step"] > config.steps:
+        raise ValueError(f"steps = {config.steps} is below the checkpoint's step {state['step']}; resume with "
+                         f"steps of at least {state['step']} (the run has already trained that far)")
+    differ = [k for k in saved if state[k] != saved[k]]
+    if differ:
+        raise ValueError(f"the checkpoint {path} was trained with another tokenizer or other data than this run's "
+                         f"(its {', '.join(differ)} differ: another alphabet or other merges)")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["generator"])
+    for name, rng in rngs.items():
+        rng.set_state(state["rngs"][name])
+    torch.set_rng_state(state["torch_rng"])
+    cuda_rng = state.get("cuda_rng")  # absent from checkpoints written before it was kept, None without CUDA
+    if cuda_rng is not None and torch.cuda.is_available() and len(cuda_rng) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda_rng)
+    result.log, result.train_seconds, result.steps_done = list(state["log"]), state["train_seconds"], state["step"]

@@ -203,7 +203,7 @@ def test_unreadable_checkpoints_give_a_clear_error_without_torchs_advice(tmp_pat
 def test_load_gpt_names_what_a_foreign_checkpoint_lacks(tmp_path):
     path = tmp_path / "foreign.pt"
     save_checkpoint({"model": {}, "step": 3}, path)
-    with pytest.raises(ValueError, match="not written by train_gpt: it lacks 'config', 'chars'"):
+    with pytest.raises(ValueError, match="not written by attnbook's trainer: it lacks 'config', 'chars'"):
         load_gpt(path)
 
 

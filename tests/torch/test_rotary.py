@@ -2,7 +2,6 @@
 with its key-value cache and its sliding cache, and checkpoints that keep the option."""
 
 import math
-import random
 
 import numpy as np
 import pytest
@@ -16,10 +15,6 @@ from attnbook.torch.attention import masked_softmax
 from attnbook.torch.masks import causal_mask
 from attnbook.train import build_parser
 from attnbook.training.lm import GPTRunConfig, load_gpt, preset, train_gpt
-
-_rng = random.Random(0)
-_WORDS = "the king queen crown sword night day love death speak hear my lord good sir".split()
-TEXT = "\n".join(" ".join(_rng.choice(_WORDS) for _ in range(8)) + "." for _ in range(600))
 
 
 def rotation_matrix(pos: float, d: int, base: float = 10000.0) -> np.ndarray:
@@ -315,12 +310,12 @@ def test_learned_model_refuses_a_sliding_cache_and_windows_with_a_cache():
         learned(torch.zeros(1, 3, dtype=torch.long), cache=KVCache(), window=2)
 
 
-def test_checkpoint_keeps_the_positions_option(tmp_path):
+def test_checkpoint_keeps_the_positions_option(word_text, tmp_path):
     config = preset("tiny", progress=False, steps=6, warmup=2, eval_every=3, positions="rotary", out_dir=str(tmp_path))
-    run = train_gpt(config, text=TEXT)
+    run = train_gpt(config, text=word_text)
     model, tok = load_gpt(tmp_path / "ckpt.pt")
     assert model.config.positions == "rotary" and model.pos is None
-    ids = tok.encode(TEXT[:40])[None]
+    ids = tok.encode(word_text[:40])[None]
     torch.testing.assert_close(model(ids), run.model(ids), atol=0, rtol=0)
     with pytest.raises(ValueError, match="positions"):
-        train_gpt(preset("tiny", progress=False, steps=8, warmup=2, out_dir=str(tmp_path)), text=TEXT, resume=True)
+        train_gpt(preset("tiny", progress=False, steps=8, warmup=2, out_dir=str(tmp_path)), text=word_text, resume=True)

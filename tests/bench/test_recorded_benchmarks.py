@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^\s+(?P<name>.+?) seed (?P<seed>\d+): (?:(?P<secs>[\d.]+) s at step (?P<step>\d+)|not reached|"
                   r"no target: (?P<steps>\d+) steps in (?P<tsecs>[\d.]+) s); whole-split loss (?P<loss>[\d.]+); "
                   r"(?P<ms>[\d.]+) ms/step")

@@ -1,7 +1,6 @@
 """The modern block (chapter 22): RMSNorm, SwiGLU, the Llama-style GPT, each against an oracle."""
 
 import math
-import random
 from dataclasses import replace
 
 import numpy as np
@@ -27,11 +26,6 @@ from attnbook.torch import (
 )
 from attnbook.torch.rmsnorm import make_norm
 from attnbook.training.lm import GPTRunConfig, load_gpt, preset, train_gpt
-
-_rng = random.Random(0)
-_WORDS = "the king queen crown sword night day love death speak hear my lord good sir".split()
-TEXT = "\n".join(" ".join(_rng.choice(_WORDS) for _ in range(8)) + "." for _ in range(600))
-
 
 # RMSNorm
 
@@ -257,13 +251,13 @@ def test_the_initialisation_scales_swiglus_output_projection_as_gpt2s():
 # Training and checkpoints
 
 
-def test_a_modern_run_saves_resumes_and_loads_its_options(tmp_path):
+def test_a_modern_run_saves_resumes_and_loads_its_options(word_text, tmp_path):
     config = preset("tiny", progress=False, steps=16, eval_every=8, norm="rms", activation="swiglu", bias=False,
                     n_kv_heads=1, positions="rotary")
-    whole = train_gpt(config, text=TEXT)
+    whole = train_gpt(config, text=word_text)
     b = replace(config, out_dir=str(tmp_path))
-    train_gpt(b, text=TEXT, stop_after=8)
-    resumed = train_gpt(b, text=TEXT, resume=True)
+    train_gpt(b, text=word_text, stop_after=8)
+    resumed = train_gpt(b, text=word_text, resume=True)
     sa, sb = resumed.model.state_dict(), whole.model.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sb)
     model, _ = load_gpt(tmp_path / "ckpt.pt")
@@ -273,7 +267,7 @@ def test_a_modern_run_saves_resumes_and_loads_its_options(tmp_path):
     ids = torch.randint(whole.tokenizer.vocab_size, (2, 10))
     torch.testing.assert_close(model(ids), whole.model(ids))
     with pytest.raises(ValueError, match="norm: saved 'rms', requested 'layer'"):
-        train_gpt(replace(b, norm="layer", steps=20), text=TEXT, resume=True)
+        train_gpt(replace(b, norm="layer", steps=20), text=word_text, resume=True)
 
 
 def test_the_bench_arms_are_valid_and_close_in_size():

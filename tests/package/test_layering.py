@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "attnbook"
+SRC = Path(__file__).resolve().parents[2] / "src" / "attnbook"
 FLOORS = {
     0: {"_validate", "_files", "_lazy", "_cli"},  # checks and helpers that know nothing of attention
     1: {"numpy", "data", "tasks"},  # Part I's NumPy, the data sets and the toy tasks

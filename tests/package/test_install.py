@@ -14,7 +14,7 @@ import torch
 
 from tools import install_torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_pin_is_read_from_requirements_and_is_the_torch_installed():

@@ -5,7 +5,6 @@ A small made-up corpus stands in for Tiny Shakespeare so that no test needs the 
 
 import math
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -23,10 +22,7 @@ from attnbook.training.device import autocast
 from attnbook.training.distributed import init_distributed
 from attnbook.training.lm import PRESETS, GPTRunConfig, evaluate_loss, load_gpt, preset, train_gpt
 
-ROOT = Path(__file__).resolve().parent.parent
-_rng = random.Random(0)
-_WORDS = "the king queen crown sword night day love death speak hear my lord good sir".split()
-TEXT = "\n".join(" ".join(_rng.choice(_WORDS) for _ in range(8)) + "." for _ in range(600))
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny(**overrides) -> GPTRunConfig:
@@ -38,8 +34,8 @@ def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def test_training_lowers_the_loss_and_logs_it():
-    run = train_gpt(tiny(steps=60, eval_every=20), text=TEXT)
+def test_training_lowers_the_loss_and_logs_it(word_text):
+    run = train_gpt(tiny(steps=60, eval_every=20), text=word_text)
     assert [e["step"] for e in run.log] == list(range(1, 61))
     assert [e["step"] for e in run.log if "val_loss" in e] == [20, 40, 60]
     assert run.log[0]["loss"] == pytest.approx(math.log(run.tokenizer.vocab_size), abs=0.1)  # a uniform guess
@@ -55,13 +51,13 @@ def test_evaluate_loss_of_an_untrained_model_is_log_vocab():
     assert evaluate_loss(model, data, 16, 8) == pytest.approx(math.log(40), abs=0.02)
 
 
-def test_a_stopped_run_resumes_to_the_same_weights(tmp_path):
+def test_a_stopped_run_resumes_to_the_same_weights(word_text, tmp_path):
     config = tiny(steps=24, eval_every=8, dropout=0.1)  # dropout: the random state must be restored too
-    whole = train_gpt(replace(config, out_dir=str(tmp_path / "a")), text=TEXT)
+    whole = train_gpt(replace(config, out_dir=str(tmp_path / "a")), text=word_text)
     b = replace(config, out_dir=str(tmp_path / "b"))
-    first = train_gpt(b, text=TEXT, stop_after=12)  # stopped between two evaluations: checkpoint at 12
+    first = train_gpt(b, text=word_text, stop_after=12)  # stopped between two evaluations: checkpoint at 12
     assert first.steps_done == 12 and not same_weights(first.model, whole.model)
-    resumed = train_gpt(b, text=TEXT, resume=True)
+    resumed = train_gpt(b, text=word_text, resume=True)
     assert resumed.steps_done == 24
     assert same_weights(resumed.model, whole.model)
     assert [e["loss"] for e in resumed.log] == [e["loss"] for e in whole.log]
@@ -69,7 +65,7 @@ def test_a_stopped_run_resumes_to_the_same_weights(tmp_path):
     assert same_weights(model, whole.model) and tokenizer.chars == whole.tokenizer.chars
 
 
-def test_the_gpus_random_state_is_saved_and_restored(tmp_path, monkeypatch):
+def test_the_gpus_random_state_is_saved_and_restored(word_text, tmp_path, monkeypatch):
     """Dropout on a GPU draws from the GPU's generators: a checkpoint keeps their state and resume restores it
     (``tools/cuda_check.py`` checks the resumed weights on a real GPU). Here the GPU is simulated."""
     saved_state = [torch.arange(8, dtype=torch.uint8)]
@@ -79,19 +75,19 @@ def test_the_gpus_random_state_is_saved_and_restored(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: saved_state)
     monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.append)
     config = tiny(steps=8, eval_every=4, device="cpu", out_dir=str(tmp_path))
-    train_gpt(config, text=TEXT, stop_after=4)
+    train_gpt(config, text=word_text, stop_after=4)
     assert torch.equal(load_checkpoint(tmp_path / "ckpt.pt")["cuda_rng"][0], saved_state[0])
     assert not restored
-    train_gpt(config, text=TEXT, resume=True)
+    train_gpt(config, text=word_text, resume=True)
     assert len(restored) == 1 and torch.equal(restored[0][0], saved_state[0])
 
 
-def test_resume_refuses_another_model(tmp_path):
-    train_gpt(tiny(steps=6, out_dir=str(tmp_path)), text=TEXT)
+def test_resume_refuses_another_model(word_text, tmp_path):
+    train_gpt(tiny(steps=6, out_dir=str(tmp_path)), text=word_text)
     with pytest.raises(ValueError, match="d_model"):
-        train_gpt(tiny(steps=8, d_model=64, out_dir=str(tmp_path)), text=TEXT, resume=True)
+        train_gpt(tiny(steps=8, d_model=64, out_dir=str(tmp_path)), text=word_text, resume=True)
     with pytest.raises(ValueError, match="out_dir"):
-        train_gpt(tiny(), text=TEXT, resume=True)
+        train_gpt(tiny(), text=word_text, resume=True)
 
 
 def test_checkpoints_are_atomic_and_load_weights_only(tmp_path, monkeypatch):
@@ -126,10 +122,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_torchrun_two_processes_match_one(tmp_path):
+def test_torchrun_two_processes_match_one(word_text, text_file, tmp_path):
     """Two gloo processes, each on half of every batch, end where one process on whole batches ends."""
-    text_file = tmp_path / "text.txt"
-    text_file.write_text(TEXT, encoding="utf-8")
     out = tmp_path / "ddp"
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
                "--master_addr=127.0.0.1", f"--master_port={_free_port()}", "-m", "attnbook.train", "gpt",
@@ -141,11 +135,11 @@ def test_torchrun_two_processes_match_one(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("validation loss") == 1  # only rank 0 reports
     ddp_model, _ = load_gpt(out / "ckpt.pt")
-    single = train_gpt(tiny(steps=12, eval_every=6, device="cpu"), text=TEXT)  # on the CPU, as the processes
+    single = train_gpt(tiny(steps=12, eval_every=6, device="cpu"), text=word_text)  # on the CPU, as the processes
     for (name, a), b in zip(ddp_model.state_dict().items(), single.model.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=name)
     # What no averaging would give:
-    half = train_gpt(tiny(steps=12, eval_every=6, batch_size=4, device="cpu"), text=TEXT)
+    half = train_gpt(tiny(steps=12, eval_every=6, batch_size=4, device="cpu"), text=word_text)
     assert not torch.allclose(half.model.tok.E, ddp_model.tok.E, atol=1e-3)
 
 
@@ -162,16 +156,14 @@ def test_more_processes_than_gpus_is_refused_before_joining(monkeypatch):
     assert not joined
 
 
-def test_batch_must_split_evenly(monkeypatch):
+def test_batch_must_split_evenly(word_text, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "3")
     monkeypatch.setenv("RANK", "0")
     with pytest.raises(ValueError, match="batch_size = 8 must divide evenly among 3 processes"):
-        train_gpt(tiny(), text=TEXT)
+        train_gpt(tiny(), text=word_text)
 
 
-def test_command_line_trains_saves_and_samples(tmp_path, capsys):
-    text_file = tmp_path / "text.txt"
-    text_file.write_text(TEXT, encoding="utf-8")
+def test_command_line_trains_saves_and_samples(text_file, tmp_path, capsys):
     train_main(["gpt", "--preset", "tiny", "--steps", "6", "--eval-every", "3", "--text-file", str(text_file),
                 "--out-dir", str(tmp_path / "run"), "--sample", "40", "--no-progress", "--lr", "0.002"])
     printed = capsys.readouterr().out

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIB = ROOT / "book" / "references.bib"
 CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
 

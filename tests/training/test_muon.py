@@ -11,8 +11,6 @@ from attnbook.torch import GPT
 from attnbook.training.lm import GPTRunConfig, preset, train_gpt
 from attnbook.training.muon import CUBIC, Muon, MuonAdamW, muon_parameters, newton_schulz, ns_dtype_for, polar_factor
 
-TEXT = "\n".join(f"the {w} of the {v}." for w in ("king", "queen", "crown", "night") for v in ("day", "sword")) * 60
-
 
 @pytest.mark.parametrize("shape", [(6, 6), (5, 9), (9, 5)])
 def test_the_cubic_iteration_converges_to_the_polar_factor(shape):
@@ -97,17 +95,17 @@ def test_muon_takes_the_block_matrices_and_adamw_the_rest():
     assert [g["lr_scale"] for g in opt.param_groups] == [pytest.approx(20.0), 1.0]
 
 
-def test_training_with_muon_lowers_the_loss_and_resumes_exactly(tmp_path):
+def test_training_with_muon_lowers_the_loss_and_resumes_exactly(verse_text, tmp_path):
     config = preset("tiny", progress=False, steps=24, eval_every=8, optimizer="muon", matrix_lr=0.01)
-    whole = train_gpt(replace(config, out_dir=str(tmp_path / "a")), text=TEXT)
+    whole = train_gpt(replace(config, out_dir=str(tmp_path / "a")), text=verse_text)
     assert whole.val_loss < math.log(whole.tokenizer.vocab_size) - 0.5
     assert whole.log[4]["lr"] == pytest.approx(1e-3)  # the schedule's rate, which AdamW's groups use
     b = replace(config, out_dir=str(tmp_path / "b"))
-    train_gpt(b, text=TEXT, stop_after=12)
-    resumed = train_gpt(b, text=TEXT, resume=True)
+    train_gpt(b, text=verse_text, stop_after=12)
+    resumed = train_gpt(b, text=verse_text, resume=True)
     assert [e["loss"] for e in resumed.log] == [e["loss"] for e in whole.log]
     with pytest.raises(ValueError, match="optimizer: saved 'muon', requested 'adamw'"):
-        train_gpt(replace(b, optimizer="adamw", matrix_lr=None, steps=30), text=TEXT, resume=True)
+        train_gpt(replace(b, optimizer="adamw", matrix_lr=None, steps=30), text=verse_text, resume=True)
 
 
 def test_optimizer_errors_name_what_was_expected():

@@ -151,7 +151,7 @@ def test_exact_match_against_an_oracle():
 
 
 def test_config_errors():
-    with pytest.raises(ValueError, match=r"warmup must lie in \[0, steps=10\]; got 20"):
+    with pytest.raises(ValueError, match=r"warmup must lie in \[0, steps = 10\]; got 20"):
         TrainConfig(steps=10, warmup=20)
 
 

@@ -12,7 +12,6 @@ import attnbook.training.lm as lm
 from attnbook.torch import GPT, GPTConfig
 from attnbook.training.lm import (
     GPTRunConfig,
-    _make_optimizer,
     muon_momentum,
     preset,
     train_gpt,
@@ -20,8 +19,6 @@ from attnbook.training.lm import (
 )
 from attnbook.training.muon import Muon, newton_schulz
 from attnbook.training.schedule import lr_at
-
-TEXT = "\n".join(f"the {w} of the {v}." for w in ("king", "queen", "crown", "night") for v in ("day", "sword")) * 60
 
 
 def small(**overrides) -> GPTConfig:
@@ -61,7 +58,7 @@ def test_a_soft_capped_model_returns_c_tanh_of_the_uncapped_logits():
             small(logit_softcap=bad)
 
 
-def test_zeroed_output_projections_make_every_block_the_identity():
+def test_zeroed_output_projections_make_every_block_the_identity(verse_text):
     torch.manual_seed(1)
     model = GPT(small(positions="learned"))
     zero_output_projections(model)
@@ -79,15 +76,15 @@ def test_zeroed_output_projections_make_every_block_the_identity():
             spy = lambda m, calls=calls: calls.append(m) or zero_output_projections(m)  # noqa: E731
             mp.setattr(lm, "zero_output_projections", spy)
             config = preset("tiny", steps=1, warmup=0, eval_every=0, progress=False, zero_init_projections=flag)
-            train_gpt(config, text=TEXT)
+            train_gpt(config, text=verse_text)
         assert len(calls) == flag
 
 
-def test_adamw_beside_muon_runs_at_embed_lr_and_muons_momentum_warms_up():
+def test_adamw_beside_muon_runs_at_embed_lr_and_muons_momentum_warms_up(verse_text):
     config = preset("tiny", progress=False, optimizer="muon", matrix_lr=4e-3, embed_lr=3e-3, steps=12, warmup=2,
                     eval_every=0, muon_momentum_warmup=8)
     torch.manual_seed(0)
-    optimizer = _make_optimizer(GPT(config.model_config(23)), config)
+    optimizer = config.build_optimizer(GPT(config.model_config(23)))
     assert [g["lr_scale"] for g in optimizer.muon.param_groups] == [pytest.approx(4.0)]
     assert [g["lr_scale"] for g in optimizer.adamw.param_groups] == [pytest.approx(3.0)]
     assert [muon_momentum(s, 8) for s in (0, 4, 8, 20)] == pytest.approx([0.85, 0.90, 0.95, 0.95])
@@ -100,14 +97,14 @@ def test_adamw_beside_muon_runs_at_embed_lr_and_muons_momentum_warms_up():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Muon, "step", spy)
-        train_gpt(config, text=TEXT)
+        train_gpt(config, text=verse_text)
     assert seen == pytest.approx([muon_momentum(s, 8) for s in range(12)])
     with pytest.raises(ValueError, match="embed_lr is AdamW's rate beside Muon"):
         GPTRunConfig(embed_lr=1e-3)
     with pytest.raises(ValueError, match="muon_momentum_warmup must be 0"):
         GPTRunConfig(muon_momentum_warmup=10)
-    with pytest.raises(ValueError, match="schedule must be 'cosine' or 'trapezoid'"):
-        GPTRunConfig(schedule="linear")
+    with pytest.raises(ValueError, match="schedule must be 'cosine', 'linear' or 'trapezoid'"):
+        GPTRunConfig(schedule="step")
     with pytest.raises(ValueError, match="muon_ns_steps must be an integer, at least 1"):
         GPTRunConfig(optimizer="muon", muon_ns_steps=0)
 
@@ -129,7 +126,7 @@ def test_fewer_newton_schulz_steps_are_torch_optim_muons_with_as_many(steps):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
     # and the run config reaches the optimizer
     config = replace(preset("tiny"), optimizer="muon", muon_ns_steps=steps)
-    assert _make_optimizer(GPT(config.model_config(23)), config).muon.param_groups[0]["ns_steps"] == steps
+    assert config.build_optimizer(GPT(config.model_config(23))).muon.param_groups[0]["ns_steps"] == steps
     # fewer steps lift the smallest singular values less far towards 1: a trade, measured in chapter 25
     U, _ = torch.linalg.qr(torch.randn(32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
     G = U @ torch.diag(torch.logspace(-3, 0, 32, dtype=torch.float64)) @ U.T
