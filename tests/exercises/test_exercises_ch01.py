@@ -1,5 +1,5 @@
 """Chapter 1's checkers, as a learner meets them: an answer that calls the package is refused by name, and
-wrong answers written independently of the checkers' own mistakes are refused (tests/test_checkers.py runs
+wrong answers written independently of the checkers' own mistakes are refused (tests/exercises/test_checkers.py runs
 every checker on its reference and mistakes)."""
 
 import numpy as np

@@ -204,3 +204,70 @@ def test_a_checkpoint_with_a_field_unknown_here_is_refused_by_name(tmp_path, wor
         load_gpt(path)
     with pytest.raises(ValueError, match="warp_factor"):
         train_gpt(dataclasses.replace(config, steps=6), text=word_text, resume=True)
+
+
+# --- what each setting does, and what is refused ---------------------------------------------------------------
+
+def test_a_target_needs_an_evaluation_and_checkpoints_do_not(tmp_path):
+    model, get_batch, loss_fn = _regression()
+    with pytest.raises(ValueError, match="target = 0.5 is compared with an evaluation, and this run has none"):
+        train(model, get_batch, loss_fn, TrainConfig(steps=10, warmup=1, eval_every=5, target=0.5, progress=False))
+    config = TrainConfig(steps=10, warmup=1, eval_every=5, out_dir=str(tmp_path), progress=False)
+    train(model, get_batch, loss_fn, config)  # no evaluation: the checkpoints are written all the same
+    assert load_checkpoint(tmp_path / "ckpt.pt")["step"] == 10
+
+
+def test_a_setting_changed_on_resume_takes_effect_and_an_unchanged_one_resumes_exactly(tmp_path):
+    """The checkpoint's optimizer keeps its moments and takes the resumed run's betas and weight decay."""
+    config = TrainConfig(steps=30, batch_size=8, lr=1e-2, warmup=3, eval_every=5, weight_decay=0.1, progress=False)
+    model, get_batch, loss_fn = _regression()
+    train(model, get_batch, loss_fn, config)
+    whole = _params(model)
+    stopped = dataclasses.replace(config, out_dir=str(tmp_path))
+    ends = {}
+    for decay in (0.1, 0.9):
+        model, get_batch, loss_fn = _regression()
+        train(model, get_batch, loss_fn, stopped, stop_after=10)
+        model, get_batch, loss_fn = _regression()
+        train(model, get_batch, loss_fn, dataclasses.replace(stopped, weight_decay=decay), resume=True)
+        ends[decay] = _params(model)
+    assert _same(ends[0.1], whole)
+    assert not _same(ends[0.9], whole)
+
+
+def test_the_induction_run_refuses_what_its_probe_replaces():
+    for bad in ({"target": 1.0, "eval_every": 5}, {"out_dir": "runs"}, {"eval_every": 5}):
+        with pytest.raises(ValueError, match="train_induction evaluates with its probe"):
+            train_induction(InductionConfig(steps=4, warmup=1, **bad))
+
+
+def test_the_causal_twin_of_a_masked_run_gets_neither_its_folder_nor_its_target(tmp_path):
+    gpt = MLMRunConfig(out_dir=str(tmp_path), target=1.5, eval_every=10).gpt_config()
+    assert (gpt.out_dir, gpt.target) == ("", None)
+
+
+def test_muon_on_a_model_without_blocks_is_refused_before_training():
+    model, get_batch, loss_fn = _regression()
+    with pytest.raises(ValueError, match="optimizer='muon' trains the matrices of a model's blocks"):
+        train(model, get_batch, loss_fn, TrainConfig(steps=4, warmup=1, optimizer="muon", progress=False))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("lr", "0.1", "lr must be positive; got '0.1'"),
+    ("lr", float("inf"), "lr must be positive; got inf"),
+    ("weight_decay", None, "weight_decay must be 0 or more"),
+    ("seed", -1, r"seed must be a whole number in \[0, 2\*\*32\); got -1"),
+    ("seed", 1.5, "seed must be a whole number"),
+    ("progress", "no", "progress must be True or False; got 'no'"),
+    ("out_dir", None, "out_dir must be a folder's path as a string"),
+    ("muon_momentum_warmup", 2.5, "muon_momentum_warmup must be 0, or a positive whole number"),
+    ("target", "low", "target needs a finite value"),
+])
+def test_a_value_of_the_wrong_kind_is_refused_by_name(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**{"eval_every": 5, field: value})
+
+
+def test_a_language_models_target_is_a_positive_loss():
+    with pytest.raises(ValueError, match="target is a validation loss here"):
+        GPTRunConfig(target=0.0, eval_every=10)

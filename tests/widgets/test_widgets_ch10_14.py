@@ -11,11 +11,11 @@ from attnbook.plotting import (
     plot_lookup_weights,
     plot_norm_placement,
 )
+from attnbook.torch.inspect import lookup_batch
 from attnbook.widgets import (
     controls,
     convolution_heads,
     decoder_dependence,
-    lookup_batch,
     lookup_noise,
     norm_placement_depth,
 )

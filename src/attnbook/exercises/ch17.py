@@ -20,7 +20,7 @@ from attnbook.torch.kvcache import KVCache
 from attnbook.torch.transformer import GPT, GPTConfig
 from attnbook.training.lm import evaluate_loss, train_gpt
 from attnbook.training.schedule import lr_at
-from attnbook.training.trainer import make_optimizer, optimizer_step, train
+from attnbook.training.trainer import TrainConfig, make_optimizer, optimizer_step, train
 
 
 def _bigram_counts(train_ids, V, start: float) -> torch.Tensor:
@@ -525,21 +525,20 @@ class _Batches:
 
 
 def _package_loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_clip):
-    """The loop of the package's ``train_gpt`` with its own pieces: ``make_optimizer`` (AdamW, decay on the
-    matrices only), ``lr_at`` set in every group before each step, and ``optimizer_step`` (zero_grad,
-    backward, clipping, step)."""
-    optimizer = make_optimizer(model, lr, weight_decay, tuple(betas))
-    model.train()
-    losses = []
-    for step in range(steps):
-        rate = lr_at(step, lr, warmup, steps, min_lr, "cosine")
-        for group in optimizer.param_groups:
-            group["lr"] = rate
-        x, y = get_batch()
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        optimizer_step(model, optimizer, loss, grad_clip)
-        losses.append(loss.item())
-    return losses
+    """The package's own training loop, ``trainer.train``, with these settings and the next-token loss: AdamW
+    from ``make_optimizer`` (decay on the matrices only), ``lr_at`` set in every group before each step, and
+    ``optimizer_step`` (zero_grad, backward, clipping, step)."""
+    config = TrainConfig(steps=steps, lr=lr, warmup=warmup, min_lr=min_lr, weight_decay=weight_decay,
+                         beta1=betas[0], beta2=betas[1], grad_clip=grad_clip, progress=False)
+
+    def loss_fn(m, batch):
+        x, y = batch
+        return F.cross_entropy(m(x).flatten(0, 1), y.flatten())
+
+    # The batches come from get_batch in order; a generator of its own leaves the global seeds alone.
+    result = train(model, lambda _: get_batch(), loss_fn, config, generator=torch.Generator())
+    model.train()  # as the learner's loop leaves it
+    return result.losses
 
 
 def _loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_clip, *, clip=True, zero=True,

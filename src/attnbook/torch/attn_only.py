@@ -25,12 +25,12 @@ from attnbook.torch.multihead import MultiHeadAttention
 
 
 @dataclass(kw_only=True)
-class AttnOnlyConfig:
-    """Sizes of an attention-only model. ``positions="rotary"`` rotates queries and keys (chapter 21) and
-    adds nothing to the residual stream; ``"learned"`` adds a table ``P`` of ``block_size`` rows."""
+class AttnOnlyShape:
+    """What fixes an attention-only model's layers, less its vocabulary and context: the fields ``AttnOnlyConfig``
+    and chapter 28's training run (``InductionConfig``) share, defined once here. ``positions="rotary"``
+    rotates queries and keys (chapter 21) and adds nothing to the residual stream; ``"learned"`` adds a table
+    ``P`` of ``block_size`` rows."""
 
-    vocab_size: int
-    block_size: int = 64
     n_layers: int = 2
     n_heads: int = 4
     d_model: int = 64
@@ -39,7 +39,7 @@ class AttnOnlyConfig:
     bias: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
+        for name in ("n_layers", "n_heads", "d_model"):
             require_int(name, getattr(self, name), 1)
         check_heads(self.d_model, self.n_heads)
         if self.positions not in ("learned", "rotary"):
@@ -47,6 +47,19 @@ class AttnOnlyConfig:
         if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"rotary positions need an even d_head = d_model / n_heads; got "
                              f"{self.d_model // self.n_heads}")
+
+
+@dataclass(kw_only=True)
+class AttnOnlyConfig(AttnOnlyShape):
+    """Sizes of an attention-only model: ``AttnOnlyShape`` with the vocabulary and the longest context."""
+
+    vocab_size: int
+    block_size: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size"):
+            require_int(name, getattr(self, name), 1)
+        super().__post_init__()
 
 
 class AttnOnlyTransformer(nn.Module):

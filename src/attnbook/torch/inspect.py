@@ -1,4 +1,5 @@
-"""Looking inside models: record the attention weights of every layer during a forward pass (chapters 16 and 18)."""
+"""Looking inside models: record the attention weights of every layer during a forward pass (chapters 16 and 18),
+and where a trained lookup layer puts its weight (chapter 12)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from attnbook.torch.decoding import greedy_decode
 from attnbook.torch.modes import eval_mode
@@ -142,3 +144,19 @@ def decode_with_cross_attention(model, src: list[int], bos_id: int, eos_id: int,
     names = sorted((n for n in rec if n.endswith("cross_attn")), key=lambda n: [int(p) for p in n.split(".")
                                                                                  if p.isdigit()])
     return out, np.stack([rec[n][0].numpy() for n in names])
+
+
+def lookup_batch(layer: torch.nn.Module, noise: float, n: int = 256, T: int = 8, d: int = 16,
+                 seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Attention weights of the chapter's lookup layer on fresh examples at a chosen query noise (chapter 12).
+
+    Contexts of ``T`` random unit vectors, queries ``context[pick] + noise * N(0, I) / sqrt(d)``, drawn from
+    a generator of their own (the same draws at every noise level). Returns ``(weights (n, T), pick (n,))``.
+    """
+    g = torch.Generator().manual_seed(seed)
+    context = F.normalize(torch.randn(n, T, d, generator=g), dim=-1)
+    pick = torch.randint(0, T, (n,), generator=g)
+    query = context[torch.arange(n), pick] + noise * torch.randn(n, d, generator=g) / d**0.5
+    with torch.no_grad():
+        _, w = layer(query[:, None, :], context, need_weights=True)
+    return w[:, 0, 0].numpy(), pick.numpy()

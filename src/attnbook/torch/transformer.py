@@ -35,37 +35,42 @@ def check_at_least_one(config: object, *names: str) -> None:
         raise ValueError(f"dropout must lie in [0, 1); got {config.dropout}")
 
 
-class Encoder(nn.Module):
-    """A stack of encoder blocks, with a final layer norm (as ``torch.nn.TransformerEncoder`` with ``norm``)."""
+class _Stack(nn.Module):
+    """``n_layers`` blocks of one kind (the subclass's ``block``), and a final layer norm, as ``torch.nn``'s
+    ``TransformerEncoder`` and ``TransformerDecoder`` with ``norm``."""
+
+    block: type[nn.Module]
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
                  norm_first: bool = False, activation: str = "relu", final_norm: bool = True) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(EncoderBlock(d_model, n_heads, d_ff, dropout, norm_first, activation)
+        self.layers = nn.ModuleList(self.block(d_model, n_heads, d_ff, dropout, norm_first, activation)
                                     for _ in range(n_layers))
         self.norm = LayerNorm(d_model) if final_norm else None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def _run(self, x: torch.Tensor, *context: torch.Tensor | None) -> torch.Tensor:
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, *context)
         return self.norm(x) if self.norm is not None else x
 
 
-class Decoder(nn.Module):
+class Encoder(_Stack):
+    """A stack of encoder blocks, with a final layer norm (as ``torch.nn.TransformerEncoder`` with ``norm``)."""
+
+    block = EncoderBlock
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self._run(x, mask)
+
+
+class Decoder(_Stack):
     """A stack of decoder blocks with cross-attention, and a final layer norm."""
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu", final_norm: bool = True) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(DecoderBlock(d_model, n_heads, d_ff, dropout, norm_first, activation)
-                                    for _ in range(n_layers))
-        self.norm = LayerNorm(d_model) if final_norm else None
+    block = DecoderBlock
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, self_mask, memory_mask)
-        return self.norm(x) if self.norm is not None else x
+        return self._run(x, memory, self_mask, memory_mask)
 
 
 @dataclass
@@ -216,7 +221,7 @@ class EncoderOnlyTransformer(nn.Module):
 
 # The values of GPTShape's named choices, as types: the command line offers them as choices.
 Norm = Literal["layer", "rms"]
-# FeedForward's activations (ACTIVATIONS), or the gated SwiGLU; tests/test_cli_help.py checks the two agree.
+# FeedForward's activations (ACTIVATIONS), or the gated SwiGLU; tests/package/test_cli_help.py checks the two agree.
 GPTActivation = Literal["gelu", "gelu_tanh", "relu", "relu2", "swiglu"]
 Positions = Literal["learned", "rotary"]
 NORMS = get_args(Norm)  # GPTShape.norm

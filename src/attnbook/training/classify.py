@@ -1,8 +1,8 @@
 """Training an image classifier with the package's trainer (chapter 26).
 
 ``train_classifier`` draws random batches of images from a seeded generator and minimises the cross-entropy
-of the labels with ``attnbook.training.trainer.train`` (AdamW, warm-up and cosine decay, gradient clipping),
-so two models trained with the same ``TrainConfig`` see the same batches in the same order.
+of the labels with ``attnbook.training.trainer.train`` (by default AdamW, warm-up and cosine decay, gradient
+clipping), so two models trained with the same ``TrainConfig`` see the same batches in the same order.
 """
 
 from __future__ import annotations

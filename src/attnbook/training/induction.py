@@ -10,7 +10,7 @@ parts: the mean loss on the first copy's tokens and on the second copy's (``copy
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import torch
@@ -18,23 +18,20 @@ import torch.nn.functional as F
 
 from attnbook._validate import require_int
 from attnbook.data.repeats import copy_masks, repeated_segments
-from attnbook.torch.attn_only import AttnOnlyConfig, AttnOnlyTransformer, token_losses
+from attnbook.torch.attn_only import AttnOnlyConfig, AttnOnlyShape, AttnOnlyTransformer, token_losses
 from attnbook.torch.modes import eval_mode
 from attnbook.training.trainer import TrainConfig, set_seed, train
 
 
 @dataclass(kw_only=True)
-class InductionConfig(TrainConfig):
-    """The data (``vocab_size``, segment lengths ``min_len .. max_len``), the model, and the optimisation and
-    loop (``TrainConfig``, with this recipe's defaults)."""
+class InductionConfig(AttnOnlyShape, TrainConfig):
+    """The data (``vocab_size``, segment lengths ``min_len .. max_len``), the model's layers (``AttnOnlyShape``,
+    two heads a layer here) and the optimisation and loop (``TrainConfig``, with this recipe's defaults)."""
 
     vocab_size: int = 32
     min_len: int = 6
     max_len: int = 16
-    n_layers: int = 2
     n_heads: int = 2
-    d_model: int = 64
-    positions: str = "rotary"
     steps: int = 800
     batch_size: int = 32
     lr: float = 5e-3
@@ -43,17 +40,17 @@ class InductionConfig(TrainConfig):
     progress: bool = False
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("vocab_size", "n_layers"):
-            require_int(name, getattr(self, name), 1)
+        AttnOnlyShape.__post_init__(self)
+        TrainConfig.__post_init__(self)
+        require_int("vocab_size", self.vocab_size, 1)
         require_int("min_len", self.min_len, 2)
         if self.max_len < self.min_len:
             raise ValueError(f"need min_len <= max_len; got {self.min_len} and {self.max_len}")
 
     def model_config(self) -> AttnOnlyConfig:
         """The model's sizes: rows of up to ``2 max_len`` tokens."""
-        return AttnOnlyConfig(vocab_size=self.vocab_size, block_size=2 * self.max_len, n_layers=self.n_layers,
-                              n_heads=self.n_heads, d_model=self.d_model, positions=self.positions)
+        return AttnOnlyConfig(vocab_size=self.vocab_size, block_size=2 * self.max_len,
+                              **{f.name: getattr(self, f.name) for f in fields(AttnOnlyShape)})
 
 
 @dataclass
@@ -79,9 +76,16 @@ class InductionRun:
 def train_induction(config: InductionConfig, probe: Callable[[AttnOnlyTransformer], dict[str, float]] | None = None,
                     probe_every: int = 25) -> InductionRun:
     """Train ``AttnOnlyTransformer(config.model_config())`` on repeated segments with the package's trainer
-    (``trainer.train``: AdamW, warm-up and cosine decay, gradient clipping). Seeded: on one machine a run repeats
-    exactly. ``probe(model)``, if given, runs in eval mode without gradients before the first step and after
-    every ``probe_every`` steps; what it returns is added to the log entry of the step that follows. Chapter 28."""
+    (``trainer.train``, with the optimisation the config names: AdamW by default, warm-up and cosine decay,
+    gradient clipping). Seeded: on one machine a run repeats exactly. ``probe(model)``, if given, runs in eval
+    mode without gradients before the first step and after every ``probe_every`` steps; what it returns is added
+    to the log entry of the step that follows. The probe is the run's evaluation: ``config`` keeps
+    ``eval_every`` 0, ``target`` None and ``out_dir`` empty. Chapter 28."""
+    if config.target is not None or config.out_dir or config.eval_every:
+        raise ValueError(f"train_induction evaluates with its probe, every probe_every steps, and keeps no "
+                         f"checkpoints: leave eval_every 0, target None and out_dir ''; got "
+                         f"eval_every = {config.eval_every}, "
+                         f"target = {config.target!r}, out_dir = {config.out_dir!r}")
     set_seed(config.seed)  # the model's initial weights; train() seeds again, and draws the batches from its own
     model = AttnOnlyTransformer(config.model_config())
     run = InductionRun(model, config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -27,7 +27,7 @@ from attnbook.training.distributed import init_distributed, shutdown
 # The evaluations of a trained language model live in training/evaluate.py; the chapters import them from here too.
 from attnbook.training.evaluate import bits_per_character, evaluate_loss, loss_by_position, per_window_losses  # noqa: F401
 from attnbook.training.optimisation import Precision, muon_momentum  # noqa: F401 (muon_momentum: chapter 25)
-from attnbook.training.trainer import TrainConfig, TrainResult, require_keys, saved_config, train
+from attnbook.training.trainer import TrainConfig, TrainResult, from_presets, require_keys, saved_config, train
 
 # Fields that fix the model (its shape and what it computes): a checkpoint resumes only into the same ones,
 # and into the same data and optimizer (TrainConfig.resume_fields). The model's fields are GPTShape's:
@@ -55,6 +55,10 @@ class LMTrainConfig(TrainConfig):
         super().__post_init__()
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ValueError(f"precision must be one of 'auto', 'bf16', 'fp32'; got {self.precision!r}")
+        if self.target is not None and not self.target > 0:
+            raise ValueError(f"target is a validation loss here (nats): None, or positive; got {self.target!r}")
+        if not isinstance(self.device, str):
+            raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'mps' or a device name; got {self.device!r}")
 
 
 @dataclass(kw_only=True)
@@ -77,8 +81,11 @@ class GPTRunConfig(GPTShape, LMTrainConfig):
     def __post_init__(self) -> None:
         GPTShape.__post_init__(self)  # the model's fields are checked where they are defined
         LMTrainConfig.__post_init__(self)  # the optimisation's and the loop's, likewise
-        if self.eval_batches < 1:
+        if isinstance(self.eval_batches, bool) or not isinstance(self.eval_batches, int) or self.eval_batches < 1:
             raise ValueError(f"eval_batches must be at least 1; got {self.eval_batches!r}")
+        if not isinstance(self.compile, bool) or not isinstance(self.zero_init_projections, bool):
+            raise ValueError(f"compile and zero_init_projections must be True or False; got {self.compile!r} and "
+                             f"{self.zero_init_projections!r}")
 
     def resume_fields(self) -> tuple[str, ...]:
         return MODEL_FIELDS + super().resume_fields()
@@ -105,9 +112,7 @@ PRESETS: dict[str, GPTRunConfig] = {
 
 def preset(name: str, **overrides: Any) -> GPTRunConfig:
     """A named recipe from ``PRESETS``, with any field replaced."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; the presets are {sorted(PRESETS)}")
-    return replace(PRESETS[name], **overrides)
+    return from_presets(PRESETS, name, **overrides)
 
 
 @dataclass

@@ -13,7 +13,7 @@ on the same masked positions of the same validation windows.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -27,7 +27,7 @@ from attnbook.torch.modes import eval_mode
 from attnbook.torch.transformer import GPT, EncoderOnlyTransformer, EncoderShape
 from attnbook.training.device import autocast, pick_device
 from attnbook.training.lm import GPTRunConfig, LMTrainConfig
-from attnbook.training.trainer import train
+from attnbook.training.trainer import from_presets, train
 
 _INTEGER = (torch.int64, torch.int32, torch.int16, torch.uint8)
 
@@ -113,7 +113,7 @@ class MLMRunConfig(EncoderShape, LMTrainConfig):
     def __post_init__(self) -> None:
         EncoderShape.__post_init__(self)
         LMTrainConfig.__post_init__(self)
-        if self.eval_windows < 1:
+        if isinstance(self.eval_windows, bool) or not isinstance(self.eval_windows, int) or self.eval_windows < 1:
             raise ValueError(f"eval_windows must be at least 1; got {self.eval_windows}")
         _check_probability("rate", self.rate, low_open=True)
         _check_probability("mask_prob", self.mask_prob, low_open=False)
@@ -133,7 +133,8 @@ class MLMRunConfig(EncoderShape, LMTrainConfig):
     def gpt_config(self, **overrides: Any) -> GPTRunConfig:
         """The GPT of chapter 17 with the same size, optimisation, steps, batches, evaluation steps and seed."""
         shape = {f.name: getattr(self, f.name) for f in fields(EncoderShape) if f.name != "norm_first"}
-        training = {f.name: getattr(self, f.name) for f in fields(LMTrainConfig)}
+        # Not the checkpoint folder, nor the target: a masked model's loss is not a next-token loss.
+        training = {f.name: getattr(self, f.name) for f in fields(LMTrainConfig) if f.name not in ("out_dir", "target")}
         return GPTRunConfig(**(shape | training | {"activation": "gelu"} | overrides))
 
 
@@ -153,9 +154,7 @@ PRESETS: dict[str, MLMRunConfig] = {
 
 def preset(name: str, **overrides: Any) -> MLMRunConfig:
     """A named recipe from ``PRESETS``, with any field replaced."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; the presets are {sorted(PRESETS)}")
-    return replace(PRESETS[name], **overrides)
+    return from_presets(PRESETS, name, **overrides)
 
 
 @dataclass
@@ -280,6 +279,7 @@ class MLMRun:
     log: list[dict[str, float]] = field(default_factory=list)
     train_seconds: float = 0.0
     steps_done: int = 0
+    reached_target_at: int | None = None  # the step whose evaluation first met config.target (a masked-LM loss)
 
     @property
     def final(self) -> dict[str, float]:
@@ -332,4 +332,4 @@ def train_mlm(config: MLMRunConfig, text: str | None = None, resume: bool = Fals
                    generator=windows_gen, resume=resume, stop_after=stop_after, saved={"chars": tokenizer.chars},
                    rngs={"masks": mask_gen})
     return MLMRun(model.cpu().eval(), tokenizer, config, eval_set, record.log, record.train_seconds,
-                  record.steps_done)
+                  record.steps_done, record.reached_target_at)

@@ -9,12 +9,15 @@ each step's learning rate (``set_step``).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Literal
 
 import torch
 
-from attnbook.training.muon import MuonAdamW, ns_dtype_for
+from attnbook.training.muon import MuonAdamW, muon_parameters, ns_dtype_for
 from attnbook.training.schedule import lr_at
 
 Schedule = Literal["cosine", "linear", "trapezoid"]
@@ -54,6 +57,23 @@ def _bad(config: object, name: str, expected: str) -> ValueError:
     return ValueError(f"{name} must be {expected}; got {getattr(config, name)!r}")
 
 
+def _number(config: object, name: str, expected: str, ok: Callable[[float], bool], optional: bool = False) -> None:
+    """Refuse a field that is not a finite real number (``bool``, a string, NaN, infinity) or fails ``ok``; with
+    ``optional``, ``None`` passes."""
+    value = getattr(config, name)
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
+        raise _bad(config, name, expected)
+
+
+def _whole(config: object, name: str, minimum: int, expected: str) -> None:
+    """Refuse a field that is not an integer (``bool`` and ``2.0`` included) of at least ``minimum``."""
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise _bad(config, name, expected)
+
+
 @dataclass(kw_only=True)
 class Optimisation:
     """The optimisation of a run. ``lr`` is the peak learning rate, reached after ``warmup`` steps and decayed
@@ -90,36 +110,33 @@ class Optimisation:
 
     def check_optimisation(self) -> None:
         """Check the fields defined here (``TrainConfig`` checks ``warmup`` against its ``steps``)."""
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
-            raise _bad(self, "warmup", "a whole number of steps, 0 or more")
-        if not self.lr > 0:
-            raise _bad(self, "lr", "positive")
-        if not 0 <= self.min_lr <= self.lr:
+        _whole(self, "warmup", 0, "a whole number of steps, 0 or more")
+        _number(self, "lr", "positive", lambda v: v > 0)
+        low = self.min_lr
+        if isinstance(low, bool) or not isinstance(low, Real) or not math.isfinite(low) or not 0 <= low <= self.lr:
             raise ValueError(f"min_lr must lie in [0, lr = {self.lr}] (the schedule decays from lr down to it); "
-                             f"got {self.min_lr}")
+                             f"got {low!r}")
         if self.schedule not in ("cosine", "linear", "trapezoid"):
             raise _bad(self, "schedule", "'cosine', 'linear' or 'trapezoid'")
-        if not self.weight_decay >= 0:
-            raise _bad(self, "weight_decay", "0 or more (0: no decay)")
+        _number(self, "weight_decay", "0 or more (0: no decay)", lambda v: v >= 0)
         for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise _bad(self, name, "in [0, 1)")
-        if self.grad_clip is None or not self.grad_clip >= 0:
-            raise _bad(self, "grad_clip", "0 (no clipping) or a positive maximum gradient norm")
+            _number(self, name, "in [0, 1)", lambda v: 0 <= v < 1)
+        _number(self, "grad_clip", "0 (no clipping) or a positive maximum gradient norm", lambda v: v >= 0)
         if self.optimizer not in ("adamw", "muon"):
             raise _bad(self, "optimizer", "'adamw' or 'muon'")
-        if self.matrix_lr is not None and not self.matrix_lr > 0:
-            raise _bad(self, "matrix_lr", "None (the same as lr) or positive")
+        _number(self, "matrix_lr", "None (the same as lr) or positive", lambda v: v > 0, optional=True)
         if self.matrix_lr is not None and self.optimizer != "muon":
             raise ValueError(f"matrix_lr is Muon's learning rate; it needs optimizer='muon' (got {self.optimizer!r})")
-        if self.embed_lr is not None and not (self.embed_lr > 0 and self.optimizer == "muon"):
+        _number(self, "embed_lr", "None, or positive with optimizer='muon' (AdamW's rate beside Muon)",
+                lambda v: v > 0, optional=True)
+        if self.embed_lr is not None and self.optimizer != "muon":
             raise ValueError(f"embed_lr is AdamW's rate beside Muon: None, or positive with optimizer='muon'; got "
                              f"embed_lr = {self.embed_lr!r} with optimizer = {self.optimizer!r}")
         if self.muon_precision not in ("auto", "bf16", "fp32"):
             raise _bad(self, "muon_precision", "'auto', 'bf16' or 'fp32'")
-        if isinstance(self.muon_ns_steps, bool) or not isinstance(self.muon_ns_steps, int) or self.muon_ns_steps < 1:
-            raise _bad(self, "muon_ns_steps", "an integer, at least 1")
-        if self.muon_momentum_warmup and not (self.muon_momentum_warmup > 0 and self.optimizer == "muon"):
+        _whole(self, "muon_ns_steps", 1, "an integer, at least 1")
+        _whole(self, "muon_momentum_warmup", 0, "0, or a positive whole number of steps with optimizer='muon'")
+        if self.muon_momentum_warmup and self.optimizer != "muon":
             raise ValueError(f"muon_momentum_warmup must be 0, or a positive number of steps with optimizer='muon'; "
                              f"got {self.muon_momentum_warmup!r} with optimizer = {self.optimizer!r}")
 
@@ -131,6 +148,9 @@ class Optimisation:
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer | MuonAdamW:
         """AdamW on the trainable parameters (``make_optimizer``), or Muon on the block matrices beside AdamW."""
         if self.optimizer == "muon":
+            if not muon_parameters(model)[0]:
+                raise ValueError(f"optimizer='muon' trains the matrices of a model's blocks (parameters named "
+                                 f"'blocks.*'), and this {type(model).__name__} has none: use optimizer='adamw'")
             matrix_lr = self.lr if self.matrix_lr is None else self.matrix_lr
             ns_dtype = ns_dtype_for(next(model.parameters()).device, self.muon_precision)
             optimizer = MuonAdamW(model, self.lr, matrix_lr, self.weight_decay, self.betas, ns_dtype=ns_dtype,

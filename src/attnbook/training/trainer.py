@@ -16,7 +16,7 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,20 @@ from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.distributed import DistInfo, mean_over_processes
 from attnbook.training.optimisation import Optimisation, make_optimizer, optimizer_step
 
-__all__ = ["CHECKPOINT_KEYS", "TrainConfig", "TrainResult", "make_optimizer", "optimizer_step", "set_seed", "train"]
+__all__ = ["CHECKPOINT_KEYS", "TrainConfig", "TrainResult", "from_presets", "make_optimizer", "optimizer_step",
+           "set_seed", "train"]
 
 # What a checkpoint written by ``train`` holds (a run may add its own keys, such as its tokenizer's).
 CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "log", "train_seconds")
 # Fields renamed since checkpoints were first written: a saved configuration is read with the new names.
 RENAMED = {"target_loss": "target"}
+
+
+def from_presets(presets: dict[str, Any], name: str, **overrides: Any) -> Any:
+    """The recipe ``presets[name]`` with any of its fields replaced (checked again, as a new configuration)."""
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r}; the presets are {sorted(presets)}")
+    return replace(presets[name], **overrides)
 
 
 def set_seed(seed: int) -> torch.Generator:
@@ -73,13 +81,22 @@ class TrainConfig(Optimisation):
             raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
         if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be 0 (only at the end) or more; got {self.eval_every!r}")
-        if self.target is not None and not (math.isfinite(self.target) and self.eval_every > 0):
+        target = self.target
+        if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
+                                   or not math.isfinite(target) or self.eval_every < 1):
             raise ValueError(f"target needs a finite value and periodic evaluations (eval_every > 0); got "
-                             f"target = {self.target}, eval_every = {self.eval_every}")
+                             f"target = {target!r}, eval_every = {self.eval_every}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be a whole number in [0, 2**32); got {self.seed!r}")
+        if not isinstance(self.out_dir, str):
+            raise ValueError(f"out_dir must be a folder's path as a string ('' keeps nothing); got {self.out_dir!r}")
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"progress must be True or False; got {self.progress!r}")
 
     def resume_fields(self) -> tuple[str, ...]:
         """The fields a checkpoint resumes only into the same values of: the data drawn and the optimizer's
-        state depend on them. The others (steps, the rates, evaluation) may change on resume."""
+        state depend on them. The others (steps, the rates, betas and decay, evaluation) may change on resume:
+        the checkpoint's optimizer keeps its moments and takes this run's settings."""
         return ("batch_size", "seed", "optimizer")
 
 
@@ -135,18 +152,23 @@ def train(
 
     ``get_batch(generator)`` returns a batch; ``loss_fn(model, batch)`` a scalar loss; ``evaluate(model)``, called
     in eval mode every ``eval_every`` steps and at the end, a number (logged as ``metric``) or a dict of numbers
-    (``metric`` among them). ``lower_is_better``: the target is a loss, reached at or below it.
+    (``metric`` among them); a run with a ``target`` needs one. ``lower_is_better``: the target is a loss,
+    reached at or below it.
 
     ``generator``: the batches' generator, already seeded (global seeds left alone); by default ``set_seed``
     seeds Python, NumPy and torch with ``config.seed`` and gives it. ``result``: the record to fill (an
-    ``evaluate`` may read its ``steps_done``). With ``config.out_dir``, every evaluation writes a checkpoint
-    (with ``saved``'s entries, such as a tokenizer) and ``log.json``; ``resume=True`` continues from the
+    ``evaluate`` may read its ``steps_done``). With ``config.out_dir``, a checkpoint (with ``saved``'s entries,
+    such as a tokenizer) and ``log.json`` are written every ``eval_every`` steps and at the end, after the
+    evaluation if there is one; ``resume=True`` continues from the
     checkpoint, refusing one written with other ``config.resume_fields()`` or other ``saved`` entries.
-    ``stop_after`` ends the run after that step, as an interruption would (evaluating and saving first).
+    ``stop_after`` ends the run after that step, as an interruption would (evaluating and saving there first).
     ``dist``: under data parallelism, the loss logged is the mean over processes and only the main process
     writes. ``rngs``: further generators the batches draw from (by name), saved and restored with the
     checkpoint. Returns ``result``, with the model in eval mode.
     """
+    if config.target is not None and evaluate is None:
+        raise ValueError(f"target = {config.target} is compared with an evaluation, and this run has none: pass "
+                         "evaluate, or leave target None")
     out_dir = Path(config.out_dir) if config.out_dir else None
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():  # checked now, not after minutes
         raise ValueError(f"out_dir must be a folder (checkpoints and the log go there); {out_dir} is a file")
@@ -175,7 +197,8 @@ def train(
         result.steps_done = step + 1
         entry: dict[str, float] = {"step": step + 1, "loss": loss_value, "lr": lr}
         last = step + 1 == config.steps or step + 1 == stop_after
-        if evaluate is not None and ((config.eval_every and (step + 1) % config.eval_every == 0) or last):
+        check = (config.eval_every and (step + 1) % config.eval_every == 0) or last  # evaluate, then save
+        if check and evaluate is not None:
             model.eval()
             value = evaluate(model)
             model.train()
@@ -184,11 +207,9 @@ def train(
             if _reached(entry[metric], config.target, lower_is_better):
                 result.reached_target_at, result.seconds_to_target = step + 1, result.train_seconds
                 last = True
-            result.log.append(entry)
-            if out_dir is not None and is_main:
-                _save(out_dir, model, optimizer, g, config, result, saved, rngs or {})
-        else:
-            result.log.append(entry)
+        result.log.append(entry)
+        if check and out_dir is not None and is_main:
+            _save(out_dir, model, optimizer, g, config, result, saved, rngs or {})
         if last:
             break
     bar.close()
@@ -231,7 +252,7 @@ def require_keys(state: dict[str, Any], keys: tuple[str, ...], path: str | os.Pa
 def _resume(path: Path, model, optimizer, generator, config: TrainConfig, result: TrainResult,
             saved: dict[str, Any], rngs: dict[str, torch.Generator]) -> None:
     state = load_checkpoint(path)
-    require_keys(state, CHECKPOINT_KEYS + tuple(saved) + (("rngs",) if rngs else ()), path)
+    require_keys(state, CHECKPOINT_KEYS, path)
     old = saved_config(state, type(config), path)
     defaults = type(config)()  # for fields added since the checkpoint was written
     # Every field that shapes the model, the data or the optimizer state, compared before anything is loaded.
@@ -244,12 +265,18 @@ def _resume(path: Path, model, optimizer, generator, config: TrainConfig, result
     if state["step"] > config.steps:
         raise ValueError(f"steps = {config.steps} is below the checkpoint's step {state['step']}; resume with "
                          f"steps of at least {state['step']} (the run has already trained that far)")
-    differ = [k for k in saved if state[k] != saved[k]]
+    differ = [k for k in saved if state.get(k) != saved[k]]
     if differ:
         raise ValueError(f"the checkpoint {path} was trained with another tokenizer or other data than this run's "
                          f"(its {', '.join(differ)} differ: another alphabet or other merges)")
+    require_keys(state, ("rngs",) if rngs else (), path)
     model.load_state_dict(state["model"])
+    # The checkpoint gives the optimizer's moments; this run's configuration its settings (betas, decay, Muon's
+    # rate scale), so that a setting changed on resume takes effect, as the rates' do.
+    settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     optimizer.load_state_dict(state["optimizer"])
+    for group, setting in zip(optimizer.param_groups, settings, strict=True):
+        group.update(setting)
     generator.set_state(state["generator"])
     for name, rng in rngs.items():
         rng.set_state(state["rngs"][name])

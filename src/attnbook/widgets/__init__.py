@@ -18,7 +18,6 @@ from attnbook.widgets.part1 import (
 from attnbook.widgets.part2 import (
     decoder_dependence,
     decoding_explorer,
-    lookup_batch,
     lookup_noise,
     norm_placement_depth,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "fill_in_blank",
     "finite_difference_step",
     "head_explorer",
-    "lookup_batch",
     "lookup_noise",
     "mask_explorer",
     "newton_schulz_explorer",

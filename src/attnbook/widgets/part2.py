@@ -10,31 +10,13 @@ import numpy as np
 from attnbook.widgets._common import _log_slider, _slider, _slider_layout
 
 
-def lookup_batch(layer, noise: float, n: int = 256, T: int = 8, d: int = 16,
-                 seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Attention weights of the chapter's lookup layer on fresh examples at a chosen query noise (chapter 12).
-
-    Contexts of ``T`` random unit vectors, queries ``context[pick] + noise * N(0, I) / sqrt(d)``, drawn from
-    a generator of their own (the same draws at every noise level). Returns ``(weights (n, T), pick (n,))``.
-    """
-    import torch
-    import torch.nn.functional as F
-
-    g = torch.Generator().manual_seed(seed)
-    context = F.normalize(torch.randn(n, T, d, generator=g), dim=-1)
-    pick = torch.randint(0, T, (n,), generator=g)
-    query = context[torch.arange(n), pick] + noise * torch.randn(n, d, generator=g) / d**0.5
-    with torch.no_grad():
-        _, w = layer(query[:, None, :], context, need_weights=True)
-    return w[:, 0, 0].numpy(), pick.numpy()
-
-
 def lookup_noise(layer, T: int = 8, d: int = 16) -> widgets.VBox:
     """Sliders for the query's noise and an example: where the trained lookup layer puts its weight (chapter 12).
 
     The layer was trained with noise 0.3; the more noise, the less of its weight lands on the right vector.
     """
     from attnbook.plotting import plot_lookup_weights
+    from attnbook.torch.inspect import lookup_batch
 
     noise = _slider("query noise", 0.3, 0.0, 2.0, 0.1)
     example = widgets.IntSlider(value=0, min=0, max=15, description="example",

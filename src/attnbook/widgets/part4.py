@@ -204,7 +204,7 @@ def fill_in_blank(model, tokenizer, line: str) -> widgets.VBox:
 
 
 # The iterations newton_schulz_figure offers, by name: (a, b, c) of a s + b s^3 + c s^5 (chapter 25). The
-# same numbers as attnbook.training.muon's QUINTIC and CUBIC, which tests/test_widgets_ch25.py checks;
+# same numbers as attnbook.training.muon's QUINTIC and CUBIC, which tests/widgets/test_widgets_ch25.py checks;
 # repeated here so that this module does not import torch.
 NS_ITERATIONS = {"quintic (Muon)": (3.4445, -4.7750, 2.0315), "cubic (classic)": (1.5, -0.5, 0.0)}
 
