@@ -7,7 +7,7 @@ Token ids are integers in ``[0, vocab_size)``; masks are boolean, True where att
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal, get_args
 
 import torch
@@ -73,31 +73,44 @@ class Decoder(_Stack):
         return self._run(x, memory, self_mask, memory_mask)
 
 
-@dataclass
-class TransformerConfig:
-    """Sizes of an encoder-decoder or encoder-only model. ``d_ff`` defaults to ``4 d_model``."""
+@dataclass(kw_only=True)
+class _Sizes:
+    """The sizes an encoder-decoder and an encoder-only model share (chapter 15): the width, the heads, the
+    feed-forward width (``None``: ``4 d_model``), the longest sequence, dropout, where the blocks normalise,
+    and the padding id."""
 
-    src_vocab_size: int
-    tgt_vocab_size: int
     d_model: int = 64
     n_heads: int = 4
-    n_encoder_layers: int = 2
-    n_decoder_layers: int = 2
     d_ff: int | None = None
     max_len: int = 128
     dropout: float = 0.0
     norm_first: bool = False
-    activation: str = "relu"
-    positions: str = "sinusoidal"  # or "learned"
     pad_id: int = 0
 
+    def _check_sizes(self, *vocab: str) -> None:
+        check_at_least_one(self, *vocab, "d_model", "n_heads", "d_ff", "max_len")
+        check_heads(self.d_model, self.n_heads)
+        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+
+
+@dataclass
+class TransformerConfig(_Sizes):
+    """Sizes of an encoder-decoder model: the vocabularies (the only fields given by position), the shared
+    sizes and the layers. ``d_ff`` defaults to ``4 d_model``."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    _: KW_ONLY
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    activation: str = "relu"
+    positions: str = "sinusoidal"  # or "learned"
+
     def __post_init__(self) -> None:
-        check_at_least_one(self, "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len")
+        self._check_sizes("src_vocab_size", "tgt_vocab_size")
         for name in ("n_encoder_layers", "n_decoder_layers"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more; got {getattr(self, name)}")
-        check_heads(self.d_model, self.n_heads)
-        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
         if self.positions not in ("sinusoidal", "learned"):
             raise ValueError(f"positions must be 'sinusoidal' or 'learned'; got {self.positions!r}")
 
@@ -148,24 +161,18 @@ class EncoderDecoderTransformer(nn.Module):
 
 
 @dataclass
-class EncoderConfig:
-    """Sizes of an encoder-only model (BERT-like). ``d_ff`` defaults to ``4 d_model``."""
+class EncoderConfig(_Sizes):
+    """Sizes of an encoder-only model (BERT-like): the vocabulary (the only field given by position), the
+    shared sizes and the layers. ``d_ff`` defaults to ``4 d_model``."""
 
     vocab_size: int
-    d_model: int = 64
-    n_heads: int = 4
+    _: KW_ONLY
     n_layers: int = 2
-    d_ff: int | None = None
-    max_len: int = 128
-    dropout: float = 0.0
-    norm_first: bool = False
     activation: str = "gelu"
-    pad_id: int = 0
 
     def __post_init__(self) -> None:
-        check_at_least_one(self, "vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
-        check_heads(self.d_model, self.n_heads)
-        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+        self._check_sizes("vocab_size")
+        check_at_least_one(self, "n_layers")
 
 
 @dataclass(kw_only=True)
