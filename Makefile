@@ -19,6 +19,8 @@ PYTEST_MARK ?= not slow
 # A cell that runs past this many seconds fails nbval instead of holding the run for ever: a stall guard, several
 # times the slowest training cell under test-portable's generic kernels.
 NBVAL_CELL_TIMEOUT ?= 1800
+# A kernel started beside a busy one on two cores has taken over nbval's default 60 s to answer.
+NBVAL_KERNEL_TIMEOUT ?= 300
 # PyTorch's build: cpu (on Linux, PyTorch's CPU wheel: 192 MB) or cuda (PyPI's default build, which on Linux
 # is the CUDA one: about 2.7 GB with its NVIDIA libraries). Read when .venv is created: rm -rf .venv to change.
 TORCH ?= cpu
@@ -85,6 +87,7 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) -m "$(PYTEST_MARK)" -p tools.durations_by_file --durations=10 $(PYTEST_FLAGS) tests
 
 NBVAL := $(BIN)/python -m pytest --nbval --nbval-current-env --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) \
+	--nbval-kernel-startup-timeout=$(NBVAL_KERNEL_TIMEOUT) \
 	-p no:cacheprovider -p tools.durations_by_file --durations=10
 nbval: $(STAMP)
 	$(if $(PARALLEL_CHAPTERS),OMP_NUM_THREADS=1 $(NBVAL) -n $(JOBS) --dist loadfile $(PARALLEL_CHAPTERS))
