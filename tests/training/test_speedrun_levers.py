@@ -12,12 +12,12 @@ import attnbook.training.lm as lm
 from attnbook.torch import GPT, GPTConfig
 from attnbook.training.lm import (
     GPTRunConfig,
-    muon_momentum,
     preset,
     train_gpt,
     zero_output_projections,
 )
 from attnbook.training.muon import Muon, newton_schulz
+from attnbook.training.optimisation import muon_momentum
 from attnbook.training.schedule import lr_at
 
 

@@ -271,3 +271,14 @@ def test_a_value_of_the_wrong_kind_is_refused_by_name(field, value, message):
 def test_a_language_models_target_is_a_positive_loss():
     with pytest.raises(ValueError, match="target is a validation loss here"):
         GPTRunConfig(target=0.0, eval_every=10)
+
+
+def test_whole_numbers_may_be_numpys():
+    """A count computed with NumPy is a whole number too (``bool`` and ``2.0`` are not)."""
+    import numpy as np
+
+    config = TrainConfig(steps=np.int64(10), batch_size=np.int32(4), warmup=np.int64(2), eval_every=np.int64(5),
+                         seed=np.int64(3))
+    assert (config.steps, config.batch_size, config.seed) == (10, 4, 3)
+    with pytest.raises(ValueError, match="steps must be a whole number, at least 1; got True"):
+        TrainConfig(steps=True, warmup=0)

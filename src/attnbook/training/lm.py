@@ -26,7 +26,7 @@ from attnbook.training.distributed import init_distributed, shutdown
 
 # The evaluations of a trained language model live in training/evaluate.py; the chapters import them from here too.
 from attnbook.training.evaluate import bits_per_character, evaluate_loss, loss_by_position, per_window_losses  # noqa: F401
-from attnbook.training.optimisation import Precision, muon_momentum  # noqa: F401 (muon_momentum: chapter 25)
+from attnbook.training.optimisation import Precision
 from attnbook.training.trainer import TrainConfig, TrainResult, from_presets, require_keys, saved_config, train
 
 # Fields that fix the model (its shape and what it computes): a checkpoint resumes only into the same ones,

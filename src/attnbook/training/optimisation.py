@@ -67,7 +67,7 @@ def _number(config: object, name: str, expected: str, ok: Callable[[float], bool
         raise _bad(config, name, expected)
 
 
-def _whole(config: object, name: str, minimum: int, expected: str) -> None:
+def whole_number(config: object, name: str, minimum: int, expected: str) -> None:
     """Refuse a field that is not an integer (``bool`` and ``2.0`` included) of at least ``minimum``."""
     value = getattr(config, name)
     if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
@@ -110,7 +110,7 @@ class Optimisation:
 
     def check_optimisation(self) -> None:
         """Check the fields defined here (``TrainConfig`` checks ``warmup`` against its ``steps``)."""
-        _whole(self, "warmup", 0, "a whole number of steps, 0 or more")
+        whole_number(self, "warmup", 0, "a whole number of steps, 0 or more")
         _number(self, "lr", "positive", lambda v: v > 0)
         low = self.min_lr
         if isinstance(low, bool) or not isinstance(low, Real) or not math.isfinite(low) or not 0 <= low <= self.lr:
@@ -134,8 +134,8 @@ class Optimisation:
                              f"embed_lr = {self.embed_lr!r} with optimizer = {self.optimizer!r}")
         if self.muon_precision not in ("auto", "bf16", "fp32"):
             raise _bad(self, "muon_precision", "'auto', 'bf16' or 'fp32'")
-        _whole(self, "muon_ns_steps", 1, "an integer, at least 1")
-        _whole(self, "muon_momentum_warmup", 0, "0, or a positive whole number of steps with optimizer='muon'")
+        whole_number(self, "muon_ns_steps", 1, "an integer, at least 1")
+        whole_number(self, "muon_momentum_warmup", 0, "0, or a positive whole number of steps with optimizer='muon'")
         if self.muon_momentum_warmup and self.optimizer != "muon":
             raise ValueError(f"muon_momentum_warmup must be 0, or a positive number of steps with optimizer='muon'; "
                              f"got {self.muon_momentum_warmup!r} with optimizer = {self.optimizer!r}")

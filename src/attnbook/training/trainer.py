@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from attnbook._files import atomic_write
 from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
 from attnbook.training.distributed import DistInfo, mean_over_processes
-from attnbook.training.optimisation import Optimisation, make_optimizer, optimizer_step
+from attnbook.training.optimisation import Optimisation, make_optimizer, optimizer_step, whole_number
 
 __all__ = ["CHECKPOINT_KEYS", "TrainConfig", "TrainResult", "from_presets", "make_optimizer", "optimizer_step",
            "set_seed", "train"]
@@ -73,20 +73,18 @@ class TrainConfig(Optimisation):
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number, at least 1; got {value!r}")
+            whole_number(self, name, 1, "a whole number, at least 1")
         super().__post_init__()
         if self.warmup > self.steps:
             raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
-        if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
-            raise ValueError(f"eval_every must be 0 (only at the end) or more; got {self.eval_every!r}")
+        whole_number(self, "eval_every", 0, "0 (only at the end) or more")
         target = self.target
         if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
                                    or not math.isfinite(target) or self.eval_every < 1):
             raise ValueError(f"target needs a finite value and periodic evaluations (eval_every > 0); got "
                              f"target = {target!r}, eval_every = {self.eval_every}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+        whole_number(self, "seed", 0, "a whole number in [0, 2**32)")
+        if self.seed >= 2**32:
             raise ValueError(f"seed must be a whole number in [0, 2**32); got {self.seed!r}")
         if not isinstance(self.out_dir, str):
             raise ValueError(f"out_dir must be a folder's path as a string ('' keeps nothing); got {self.out_dir!r}")
