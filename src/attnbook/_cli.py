@@ -1,20 +1,25 @@
-"""What the command lines share: options made from a dataclass's own annotations, and usage errors.
+"""What the command lines share: options made from a configuration's field declarations, and usage errors.
 
 ``add_config_options(parser, GPTRunConfig)`` adds one ``--field-name`` per field, its type taken from the
 field's annotation (``typing.get_type_hints``): ``int``, ``float`` and ``str`` convert the text; ``X | None``
 converts like ``X`` and also takes ``none``; a ``Literal`` lists its values as choices; a ``bool`` becomes
-``--field/--no-field``. A value that does not convert is a usage error naming the option (exit code 2).
+``--field/--no-field``. Its help is the field's sentence (``attnbook._fields``). A value that does not convert,
+or that the configuration refuses, is a usage error naming the option (exit code 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
+
+from attnbook._fields import FieldError
 
 NONE_WORDS = ("none", "None")
 
@@ -64,19 +69,27 @@ def option_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def plain(text: str) -> str:
+    """``text`` without reStructuredText's double backticks, for a terminal; ``%`` doubled for argparse."""
+    return text.replace("``", "").replace("%", "%%")
+
+
 def add_config_options(parser: argparse.ArgumentParser, config: type, defaults: object | None = None,
                        default_note: str = "") -> None:
     """One option per field of the dataclass ``config``; fields left out are absent from the namespace.
 
-    ``defaults`` (an instance) is what the help shows as each field's value when the option is omitted,
-    after ``default_note``.
+    Each option's help is its field's sentence, then the value it has when the option is omitted: ``defaults``'s
+    (an instance), after ``default_note``, or the field's default.
     """
     hints = typing.get_type_hints(config)
     group = parser.add_argument_group(f"{config.__name__} fields")
     for f in dataclasses.fields(config):
         shown = getattr(defaults, f.name) if defaults is not None else f.default
+        meaning = f.metadata.get("help")
+        if not meaning:
+            raise TypeError(f"{config.__name__}.{f.name} has no help sentence: declare it with attnbook._fields")
         group.add_argument(option_name(f.name), dest=f.name, default=argparse.SUPPRESS,
-                           help=f"{default_note}{shown!r}".replace("%", "%%"), **option_kind(hints[f.name]))
+                           help=plain(f"{meaning} ({default_note}{shown!r})"), **option_kind(hints[f.name]))
 
 
 def config_overrides(args: argparse.Namespace, config: type) -> dict[str, Any]:
@@ -84,13 +97,47 @@ def config_overrides(args: argparse.Namespace, config: type) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(config) if hasattr(args, f.name)}
 
 
+def option_message(error: FieldError) -> str:
+    """A configuration's error in the command line's words: "argument --lr: must be positive; got -1.0", with
+    the other fields it names (``lr = 0.001``) written as their options."""
+    first, *others = error.fields
+    message = str(error).removeprefix(f"{first} ")
+    for name in sorted(others, key=len, reverse=True):  # longer names first: min_lr before lr
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}(?= =| must| is\b)", option_name(name), message)
+    return f"argument {option_name(first)}: {message}"
+
+
+def fail(parser: argparse.ArgumentParser, message: str, status: int = 2) -> NoReturn:
+    """Stop with ``message`` under ``parser``'s usage line: status 2 for a usage error, 1 for a run that
+    cannot go on (no data, a checkpoint of another run)."""
+    if status == 2:
+        parser.error(message)
+    parser.print_usage()
+    parser.exit(status, f"{parser.prog}: error: {message}\n")
+
+
 @contextmanager
 def usage_errors(parser: argparse.ArgumentParser) -> Iterator[None]:
-    """Turn a ``ValueError`` (a configuration's own check) into a usage error: the message, exit code 2."""
+    """Turn a ``ValueError`` (a configuration's own check) into a usage error naming the option: exit code 2."""
     try:
         yield
     except ValueError as e:
-        parser.error(str(e))
+        fail(parser, option_message(e) if isinstance(e, FieldError) and e.fields else str(e))
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, except that a value given to a switch (``--bias false``) is a usage error that names
+    the switch and its two forms."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        words = sys.argv[1:] if argv is None else list(argv)
+        before = words[words.index(extra[0]) - 1] if extra[0] in words and words.index(extra[0]) else ""
+        if before.startswith("--"):
+            name = before.removeprefix("--no-").removeprefix("--")
+            parser.error(f"argument {before}: a switch takes no value (got {extra[0]!r}): write --{name} or "
+                         f"--no-{name}")
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def at_least(low: int) -> Callable[[str], int]:

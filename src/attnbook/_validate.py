@@ -118,6 +118,14 @@ def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> No
                          f"group of query heads of equal size); got n_kv_heads = {n_kv_heads!r}")
 
 
+def check_rotary_width(d_model: int, n_heads: int) -> None:
+    """Raise ``ValueError`` unless every head's width ``d_model / n_heads`` is even: rotary positions (chapter 21)
+    turn pairs of dimensions."""
+    if (d_model // n_heads) % 2:
+        raise ValueError(f"rotary positions turn pairs of dimensions, so d_head = d_model / n_heads must be even; "
+                         f"got d_head = {d_model // n_heads}")
+
+
 def check_mha_shapes(X_q: Sequence[int], X_kv: Sequence[int], W_q: Sequence[int], W_k: Sequence[int],
                      d_model: int, n_heads: int, n_kv_heads: int | None = None,
                      W_v: Sequence[int] | None = None) -> None:

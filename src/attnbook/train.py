@@ -18,7 +18,18 @@ from pathlib import Path
 
 import torch
 
-from attnbook._cli import HelpFormatter, add_config_options, at_least, config_overrides, usage_errors
+from attnbook._cli import (
+    HelpFormatter,
+    add_config_options,
+    at_least,
+    config_overrides,
+    fail,
+    parse,
+    plain,
+    usage_errors,
+)
+from attnbook.data.shakespeare import DataUnavailableError
+from attnbook.training.checkpoint import CheckpointError
 from attnbook.training.lm import PRESETS, GPTRunConfig, preset, train_gpt
 
 # What can be trained, in one line each (``python -m attnbook`` lists them).
@@ -26,10 +37,10 @@ MODELS = {"gpt": "a character-level GPT on Tiny Shakespeare (or --text-file)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m attnbook.train", description=__doc__.split("\n")[0],
-                                     formatter_class=HelpFormatter, epilog=__doc__)
-    sub = parser.add_subparsers(dest="model", required=True)
-    gpt = sub.add_parser("gpt", help=MODELS["gpt"],
+    parser = argparse.ArgumentParser(prog="python -m attnbook.train", description=plain(__doc__.split("\n")[0]),
+                                     formatter_class=HelpFormatter, epilog=plain(__doc__.split("\n", 1)[1]))
+    sub = parser.add_subparsers(dest="model", required=True, metavar="MODEL", help="what to train: gpt")
+    gpt = sub.add_parser("gpt", help=MODELS["gpt"], prog="python -m attnbook.train gpt",
                          description="Train a character-level GPT: a preset recipe, any of its fields replaced.",
                          formatter_class=HelpFormatter)
     gpt.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small", help="the recipe to start from")
@@ -41,25 +52,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def read_text_file(parser: argparse.ArgumentParser, path: Path) -> str:
+    """The UTF-8 text of ``--text-file``, or a usage error that says why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        fail(parser, f"argument --text-file: {path} is not UTF-8 text (byte {e.object[e.start]:#04x} at position "
+                     f"{e.start}); save it as UTF-8 first")
+    except OSError as e:
+        fail(parser, f"argument --text-file: {path} cannot be read: {e.strerror or e}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    # Every argument is checked here, before any training: a mistake costs a message, not a run.
-    overrides = config_overrides(args, GPTRunConfig)
-    with usage_errors(parser):
-        config = preset(args.preset, **overrides)
-    text = None
-    if args.text_file:
-        try:
-            text = args.text_file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            parser.error(f"--text-file {args.text_file} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
-                         f"position {e.start}); save it as UTF-8 first")
-        except OSError as e:
-            parser.error(f"--text-file {args.text_file} cannot be read: {e.strerror or e}")
+    args = parse(parser, argv)
+    gpt = parser._subparsers._group_actions[0].choices["gpt"]  # errors are shown under the gpt command's usage
+    # Every argument is checked here, before any data is read or any training: a mistake costs a message, not
+    # a run, and names the option to change.
+    with usage_errors(gpt):
+        config = preset(args.preset, **config_overrides(args, GPTRunConfig))
+        config.resolve_device()  # the device exists here and can run the precision asked for
+    if config.out_dir and Path(config.out_dir).exists() and not Path(config.out_dir).is_dir():
+        fail(gpt, f"argument --out-dir: {config.out_dir} is a file; give a folder for the checkpoint and the log")
+    if args.resume and not config.out_dir:
+        fail(gpt, "argument --resume: continues the run in --out-dir, and none was given")
+    text = read_text_file(gpt, args.text_file) if args.text_file else None
     if args.threads:
         torch.set_num_threads(args.threads)
-    run = train_gpt(config, text=text, resume=args.resume)
+    try:
+        run = train_gpt(config, text=text, resume=args.resume)
+    except DataUnavailableError as e:  # no network on a first run, or a file that is not the corpus
+        fail(gpt, f"{e}\n(or train on a text of your own: --text-file PATH)", status=1)
+    except CheckpointError as e:  # --resume into a run of other settings, or an unreadable checkpoint
+        fail(gpt, str(e), status=1)
     if int(os.environ.get("RANK", "0")) != 0:
         return
     print(f"steps {run.steps_done}, validation loss {run.val_loss:.4f}, training {run.train_seconds:.1f} s, "

@@ -157,9 +157,9 @@ def test_mlm_run_config_refuses_what_gpt_run_config_refuses_with_the_same_words(
     assert field in str(mlm_error.value)
 
 
-@pytest.mark.parametrize("kwargs, message", [({"rate": 0.0}, r"rate must lie in \(0, 1\]"),
+@pytest.mark.parametrize("kwargs, message", [({"rate": 0.0}, r"rate must be in \(0, 1\]"),
                                              ({"mask_prob": 0.8, "random_prob": 0.3}, r"mask_prob \+ random_prob"),
-                                             ({"eval_windows": 0}, "eval_windows must be at least 1")])
+                                             ({"eval_windows": 0}, "eval_windows must be a whole number, at least 1")])
 def test_mlm_run_config_refuses_its_own_fields(kwargs, message):
     with pytest.raises(ValueError, match=message):
         MLMRunConfig(**kwargs)

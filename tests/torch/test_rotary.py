@@ -139,7 +139,7 @@ def test_positions_field_is_validated_and_fields_only_appended():
                                                     "activation", "eps", "bias", "n_kv_heads", "norm", "positions"]
     assert names[names.index("positions") + 1:] == ["qk_norm", "tie_embeddings", "rope_base", "logit_softcap"]
     assert GPTConfig(vocab_size=5).positions == "learned" and GPTRunConfig().positions == "learned"
-    with pytest.raises(ValueError, match="positions must be 'learned'"):
+    with pytest.raises(ValueError, match="positions must be one of 'learned', 'rotary'"):
         GPTConfig(vocab_size=5, positions="sinusoidal")
     with pytest.raises(ValueError, match="even"):
         GPTConfig(vocab_size=5, d_model=6, n_heads=2, positions="rotary")

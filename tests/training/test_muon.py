@@ -109,7 +109,7 @@ def test_training_with_muon_lowers_the_loss_and_resumes_exactly(verse_text, tmp_
 
 
 def test_optimizer_errors_name_what_was_expected():
-    with pytest.raises(ValueError, match="optimizer must be 'adamw' or 'muon'; got 'sgd'"):
+    with pytest.raises(ValueError, match="optimizer must be one of 'adamw', 'muon'; got 'sgd'"):
         GPTRunConfig(optimizer="sgd")
     with pytest.raises(ValueError, match="matrix_lr is Muon's learning rate; it needs optimizer='muon'"):
         GPTRunConfig(matrix_lr=0.02)

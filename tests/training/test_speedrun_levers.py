@@ -101,9 +101,9 @@ def test_adamw_beside_muon_runs_at_embed_lr_and_muons_momentum_warms_up(verse_te
     assert seen == pytest.approx([muon_momentum(s, 8) for s in range(12)])
     with pytest.raises(ValueError, match="embed_lr is AdamW's rate beside Muon"):
         GPTRunConfig(embed_lr=1e-3)
-    with pytest.raises(ValueError, match="muon_momentum_warmup must be 0"):
+    with pytest.raises(ValueError, match="muon_momentum_warmup is Muon's momentum warm-up; it needs optimizer='muon'"):
         GPTRunConfig(muon_momentum_warmup=10)
-    with pytest.raises(ValueError, match="schedule must be 'cosine', 'linear' or 'trapezoid'"):
+    with pytest.raises(ValueError, match="schedule must be one of 'cosine', 'linear', 'trapezoid'"):
         GPTRunConfig(schedule="step")
     with pytest.raises(ValueError, match="muon_ns_steps must be an integer, at least 1"):
         GPTRunConfig(optimizer="muon", muon_ns_steps=0)

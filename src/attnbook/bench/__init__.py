@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import argparse
 
-from attnbook._cli import HelpFormatter, at_least, positive_float, usage_errors
+from attnbook._cli import HelpFormatter, at_least, parse, plain, positive_float, usage_errors
 from attnbook.bench.attention import bench_attention
 from attnbook.bench.bpe import bench_bpe
 from attnbook.bench.gpt import bench_gpt
@@ -66,13 +66,15 @@ BENCHMARKS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=__doc__.split("\n")[0],
-                                     epilog=__doc__.split("\n", 1)[1], formatter_class=HelpFormatter)
-    sub = parser.add_subparsers(dest="which", required=True)
+    parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=plain(__doc__.split("\n")[0]),
+                                     epilog=plain(__doc__.split("\n", 1)[1]), formatter_class=HelpFormatter)
+    sub = parser.add_subparsers(dest="which", required=True, metavar="BENCHMARK",
+                                help="the benchmark to run, in the order of the chapters")
 
     def command(name: str) -> argparse.ArgumentParser:
         text = BENCHMARKS[name].replace("%", "%%")  # argparse formats help strings with %
-        return sub.add_parser(name, help=text, description=text, formatter_class=HelpFormatter)
+        return sub.add_parser(name, help=text, description=text, formatter_class=HelpFormatter,
+                              prog=f"python -m attnbook.bench {name}")
 
     s2s = command("seq2seq")
     s2s.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="the tasks to train")
@@ -83,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     attention = command("attention")
     attention.add_argument("--lengths", nargs="+", type=at_least(1),
                            default=[256, 512, 1024, 2048, 4096, 8192, 16384], help="sequence lengths T")
-    attention.add_argument("--max-plain-gib", type=float, default=2.0,
+    attention.add_argument("--max-plain-gib", type=positive_float, default=2.0,
                            help="skip plain attention where its score matrices would need more than this")
     bpe = command("bpe")
     bpe.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
@@ -98,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     rotary = command("rotary")
     rotary.add_argument("--preset", choices=list(PRESETS), default="cpu-small", help="the recipe")
     rotary.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
-    rotary.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one model per seed and arm")
+    rotary.add_argument("--seeds", type=at_least(0), nargs="+", default=[0, 1, 2], help="one model per seed and arm")
     rotary.add_argument("--multipliers", type=at_least(1), nargs="+", default=[2, 4],
                         help="windows this many times the trained context are scored")
     rotary.add_argument("--new-tokens", type=at_least(1), default=512, help="tokens generated per speed measurement")
@@ -109,13 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
                        default=["baseline", "muon rotary bf16, 1000 steps"],
                        help="the recipes raced (quote names with spaces); the first is the one the others are "
                             "timed against. Choose from: " + "; ".join(f"'{v}'" for v in VARIANTS))
-    speed.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="one run per seed and variant")
+    speed.add_argument("--seeds", nargs="+", type=at_least(0), default=[1, 2, 3], help="one run per seed and variant")
     speed.add_argument("--target", type=positive_float, default=1.9,
                        help="validation loss on the whole split; the recipe's seeds end between 1.887 and 1.899")
     speed.add_argument("--eval-every", type=at_least(1), default=50, help="steps between evaluations")
     modern = command("modern")
     modern.add_argument("--steps", type=at_least(1), default=2000, help="training steps of every model")
-    modern.add_argument("--seeds", type=int, nargs="+", default=[1337, 1, 2], help="one model per seed and arm")
+    modern.add_argument("--seeds", type=at_least(0), nargs="+", default=[1337, 1, 2], help="one model per seed and arm")
     modern.add_argument("--arms", nargs="+", choices=list(MODERN_ARMS), metavar="ARM", default=["gpt2", "llama"],
                         help="the blocks compared; the first is the one the others are timed against. Choose from: "
                              + "; ".join(f"'{a}'" for a in MODERN_ARMS))
@@ -133,8 +135,8 @@ def check_configs(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    with usage_errors(parser):
+    args = parse(parser, argv)
+    with usage_errors(parser._subparsers._group_actions[0].choices[args.which]):
         check_configs(args)
     run = {
         "seq2seq": lambda: bench_seq2seq(args.tasks, args.max_steps),

@@ -12,54 +12,52 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook._validate import check_heads, require_int
+from attnbook._fields import Checked, blame, choice, count, flag
+from attnbook._validate import check_heads, check_rotary_width, require_int
 from attnbook.torch.embedding import LearnedPositions, TokenEmbedding, Unembedding
 from attnbook.torch.inspect import ablate_heads, record_attention
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.multihead import MultiHeadAttention
 
+Positions = Literal["rotary", "learned"]
+
 
 @dataclass(kw_only=True)
-class AttnOnlyShape:
+class AttnOnlyShape(Checked):
     """What fixes an attention-only model's layers, less its vocabulary and context: the fields ``AttnOnlyConfig``
     and chapter 28's training run (``InductionConfig``) share, defined once here. ``positions="rotary"``
     rotates queries and keys (chapter 21) and adds nothing to the residual stream; ``"learned"`` adds a table
     ``P`` of ``block_size`` rows."""
 
-    n_layers: int = 2
-    n_heads: int = 4
-    d_model: int = 64
-    positions: str = "rotary"
-    final_norm: bool = True
-    bias: bool = False
+    n_layers: int = count(2, help="attention layers")
+    n_heads: int = count(4, help="attention heads per layer; they must divide d_model")
+    d_model: int = count(64, help="the width of the residual stream, d_model")
+    positions: Positions = choice("rotary", get_args(Positions),
+                                  help="'rotary': rotated queries and keys; 'learned': a table added to the stream")
+    final_norm: bool = flag(True, help="a layer norm before the unembedding")
+    bias: bool = flag(False, help="biases in the attention's linear maps")
 
-    def __post_init__(self) -> None:
-        for name in ("n_layers", "n_heads", "d_model"):
-            require_int(name, getattr(self, name), 1)
-        check_heads(self.d_model, self.n_heads)
-        if self.positions not in ("learned", "rotary"):
-            raise ValueError(f"positions must be 'learned' or 'rotary'; got {self.positions!r}")
-        if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"rotary positions need an even d_head = d_model / n_heads; got "
-                             f"{self.d_model // self.n_heads}")
+    def check(self) -> None:
+        super().check()
+        with blame("n_heads", "d_model"):
+            check_heads(self.d_model, self.n_heads)
+        if self.positions == "rotary":
+            with blame("positions", "n_heads", "d_model"):
+                check_rotary_width(self.d_model, self.n_heads)
 
 
 @dataclass(kw_only=True)
 class AttnOnlyConfig(AttnOnlyShape):
     """Sizes of an attention-only model: ``AttnOnlyShape`` with the vocabulary and the longest context."""
 
-    vocab_size: int
-    block_size: int = 64
-
-    def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size"):
-            require_int(name, getattr(self, name), 1)
-        super().__post_init__()
+    vocab_size: int = count(help="the vocabulary's size")
+    block_size: int = count(64, help="the longest sequence the model reads")
 
 
 class AttnOnlyTransformer(nn.Module):

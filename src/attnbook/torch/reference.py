@@ -23,7 +23,7 @@ class TorchGPT(nn.Module):
             raise ValueError(f"nn.TransformerEncoderLayer offers 'relu' and 'gelu'; got {c.activation!r}")
         self.tok = nn.Embedding(c.vocab_size, c.d_model)
         self.pos = nn.Embedding(c.block_size, c.d_model)
-        layer = nn.TransformerEncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, activation=c.activation,
+        layer = nn.TransformerEncoderLayer(c.d_model, c.n_heads, c.ff_width, c.dropout, activation=c.activation,
                                            layer_norm_eps=c.eps, batch_first=True, norm_first=True, bias=c.bias)
         self.blocks = nn.TransformerEncoder(layer, c.n_layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(c.d_model, eps=c.eps, bias=c.bias)

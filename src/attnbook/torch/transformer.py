@@ -13,7 +13,8 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
-from attnbook._validate import check_heads
+from attnbook._fields import Checked, blame, choice, count, flag, real
+from attnbook._validate import check_heads, check_rotary_width
 from attnbook.torch.blocks import DecoderBlock, EncoderBlock
 from attnbook.torch.embedding import LearnedPositions, SinusoidalPositions, TokenEmbedding, Unembedding
 from attnbook.torch.feedforward import swiglu_hidden
@@ -24,15 +25,16 @@ from attnbook.torch.masks import token_padding_mask
 from attnbook.torch.rmsnorm import make_norm
 from attnbook.torch.rotary import RotaryTables, sliding_window_mask
 
-
-def check_at_least_one(config: object, *names: str) -> None:
-    """Sizes must be positive: a model with -1 layers would silently have none."""
-    for name in names:
-        value = getattr(config, name)
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be at least 1; got {value}")
-    if not 0 <= config.dropout < 1:
-        raise ValueError(f"dropout must lie in [0, 1); got {config.dropout}")
+# The values of the configurations' named choices, as types: the command line offers them as choices.
+Norm = Literal["layer", "rms"]
+# FeedForward's activations (ACTIVATIONS), or the gated SwiGLU; tests/package/test_cli_help.py checks the two agree.
+GPTActivation = Literal["gelu", "gelu_tanh", "relu", "relu2", "swiglu"]
+Positions = Literal["learned", "rotary"]
+SeqPositions = Literal["sinusoidal", "learned"]
+FFActivation = Literal["relu", "gelu", "gelu_tanh", "relu2"]  # FeedForward's (ACTIVATIONS)
+FF_ACTIVATIONS = get_args(FFActivation)
+NORMS = get_args(Norm)  # GPTShape.norm
+GPT_ACTIVATIONS = get_args(GPTActivation)  # GPTShape.activation
 
 
 class _Stack(nn.Module):
@@ -73,46 +75,57 @@ class Decoder(_Stack):
         return self._run(x, memory, self_mask, memory_mask)
 
 
+def _dropout(default: float = 0.0) -> float:
+    return real(default, ok=lambda p: 0 <= p < 1, expected="in [0, 1)",
+                help="the probability of zeroing each activation where dropout applies, in training only")
+
+
+def _ff_width(d_model: int, d_ff: int | None, activation: str = "") -> int:
+    """The feed-forward width: ``d_ff`` if given, else ``4 d_model``, or ``swiglu_hidden(d_model)`` for SwiGLU
+    (as many weights as ``4 d_model`` with two matrices)."""
+    if d_ff is not None:
+        return d_ff
+    return swiglu_hidden(d_model) if activation == "swiglu" else 4 * d_model
+
+
 @dataclass(kw_only=True)
-class _Sizes:
+class _Sizes(Checked):
     """The sizes an encoder-decoder and an encoder-only model share (chapter 15): the width, the heads, the
     feed-forward width (``None``: ``4 d_model``), the longest sequence, dropout, where the blocks normalise,
     and the padding id."""
 
-    d_model: int = 64
-    n_heads: int = 4
-    d_ff: int | None = None
-    max_len: int = 128
-    dropout: float = 0.0
-    norm_first: bool = False
-    pad_id: int = 0
+    d_model: int = count(64, help="the width of every token's vector, d_model")
+    n_heads: int = count(4, help="attention heads per layer; they must divide d_model")
+    d_ff: int | None = count(None, optional="4 d_model", help="the feed-forward layer's hidden width, d_ff")
+    max_len: int = count(128, help="the longest sequence the position table covers")
+    dropout: float = _dropout()
+    norm_first: bool = flag(False, help="pre-norm blocks (normalise before each sublayer) instead of post-norm")
+    pad_id: int = count(0, minimum=-1, help="the padding token's id, masked out of attention (-1: none)")
 
-    def _check_sizes(self, *vocab: str) -> None:
-        check_at_least_one(self, *vocab, "d_model", "n_heads", "d_ff", "max_len")
-        check_heads(self.d_model, self.n_heads)
-        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+    def check(self) -> None:
+        super().check()
+        with blame("n_heads", "d_model"):
+            check_heads(self.d_model, self.n_heads)
+
+    @property
+    def ff_width(self) -> int:
+        """The feed-forward width the blocks get: ``d_ff``, or ``4 d_model`` when ``d_ff`` is ``None``."""
+        return _ff_width(self.d_model, self.d_ff)
 
 
 @dataclass
 class TransformerConfig(_Sizes):
     """Sizes of an encoder-decoder model: the vocabularies (the only fields given by position), the shared
-    sizes and the layers. ``d_ff`` defaults to ``4 d_model``."""
+    sizes and the layers. ``ff_width`` is ``d_ff``, or ``4 d_model`` when it is ``None``."""
 
-    src_vocab_size: int
-    tgt_vocab_size: int
+    src_vocab_size: int = count(help="the source vocabulary's size")
+    tgt_vocab_size: int = count(help="the target vocabulary's size")
     _: KW_ONLY
-    n_encoder_layers: int = 2
-    n_decoder_layers: int = 2
-    activation: str = "relu"
-    positions: str = "sinusoidal"  # or "learned"
-
-    def __post_init__(self) -> None:
-        self._check_sizes("src_vocab_size", "tgt_vocab_size")
-        for name in ("n_encoder_layers", "n_decoder_layers"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be 0 or more; got {getattr(self, name)}")
-        if self.positions not in ("sinusoidal", "learned"):
-            raise ValueError(f"positions must be 'sinusoidal' or 'learned'; got {self.positions!r}")
+    n_encoder_layers: int = count(2, minimum=0, help="encoder blocks")
+    n_decoder_layers: int = count(2, minimum=0, help="decoder blocks")
+    activation: FFActivation = choice("relu", FF_ACTIVATIONS, help="the feed-forward layer's activation")
+    positions: SeqPositions = choice("sinusoidal", get_args(SeqPositions),
+                                     help="'sinusoidal': fixed encodings (chapter 11); 'learned': a trained table")
 
 
 def _positions(kind: str, max_len: int, d_model: int) -> nn.Module:
@@ -133,9 +146,9 @@ class EncoderDecoderTransformer(nn.Module):
             c.tgt_vocab_size, c.d_model)
         self.positions = _positions(c.positions, c.max_len, c.d_model)
         self.drop = nn.Dropout(c.dropout)
-        self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
+        self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_heads, c.ff_width, c.dropout, c.norm_first,
                                c.activation)
-        self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
+        self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_heads, c.ff_width, c.dropout, c.norm_first,
                                c.activation)
         self.unembed = Unembedding(c.d_model, c.tgt_vocab_size, bias=True)
 
@@ -163,36 +176,32 @@ class EncoderDecoderTransformer(nn.Module):
 @dataclass
 class EncoderConfig(_Sizes):
     """Sizes of an encoder-only model (BERT-like): the vocabulary (the only field given by position), the
-    shared sizes and the layers. ``d_ff`` defaults to ``4 d_model``."""
+    shared sizes and the layers. ``ff_width`` is ``d_ff``, or ``4 d_model`` when it is ``None``."""
 
-    vocab_size: int
+    vocab_size: int = count(help="the vocabulary's size")
     _: KW_ONLY
-    n_layers: int = 2
-    activation: str = "gelu"
-
-    def __post_init__(self) -> None:
-        self._check_sizes("vocab_size")
-        check_at_least_one(self, "n_layers")
+    n_layers: int = count(2, help="encoder blocks")
+    activation: FFActivation = choice("gelu", FF_ACTIVATIONS, help="the feed-forward layer's activation")
 
 
 @dataclass(kw_only=True)
-class EncoderShape:
+class EncoderShape(Checked):
     """What fixes a small encoder-only model's architecture, less its vocabulary: the fields a masked-language-
     model run (chapter 24's ``MLMRunConfig``) composes. ``block_size`` is the longest window; the blocks are
     pre-norm (``norm_first``) as the GPT's are, and use GELU."""
 
-    block_size: int = 64
-    n_layers: int = 4
-    n_heads: int = 4
-    d_model: int = 128
-    dropout: float = 0.0
-    norm_first: bool = True  # pre-norm blocks, as the GPT has (BERT itself is post-norm)
+    block_size: int = count(64, minimum=2, help="the longest window of characters the model reads")
+    n_layers: int = count(4, help="encoder blocks")
+    n_heads: int = count(4, help="attention heads per layer; they must divide d_model")
+    d_model: int = count(128, help="the width of every token's vector, d_model")
+    dropout: float = _dropout()
+    # pre-norm blocks, as the GPT has (BERT itself is post-norm)
+    norm_first: bool = flag(True, help="pre-norm blocks, as the GPT's (BERT itself is post-norm)")
 
-    def __post_init__(self) -> None:
-        check_at_least_one(self, "n_layers", "n_heads", "d_model", "block_size")
-        if self.block_size < 2:
-            raise ValueError(f"block_size must be at least 2; got {self.block_size}")
-        check_heads(self.d_model, self.n_heads)
+    def check(self) -> None:
+        super().check()
+        with blame("n_heads", "d_model"):
+            check_heads(self.d_model, self.n_heads)
 
     def encoder_config(self, vocab_size: int, pad_id: int = -1) -> EncoderConfig:
         """The ``EncoderConfig`` of this shape for ``vocab_size`` tokens; ``pad_id=-1``: no padding."""
@@ -216,7 +225,7 @@ class EncoderOnlyTransformer(nn.Module):
         self.embed = TokenEmbedding(c.vocab_size, c.d_model)
         self.positions = LearnedPositions(c.max_len, c.d_model)
         self.drop = nn.Dropout(c.dropout)
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, c.activation)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.ff_width, c.dropout, c.norm_first, c.activation)
         self.head = nn.Sequential(Linear(c.d_model, c.d_model), nn.GELU(), LayerNorm(c.d_model))
         self.unembed = Unembedding(c.d_model, c.vocab_size, bias=True)
 
@@ -226,73 +235,65 @@ class EncoderOnlyTransformer(nn.Module):
         return self.unembed(self.head(h))
 
 
-# The values of GPTShape's named choices, as types: the command line offers them as choices.
-Norm = Literal["layer", "rms"]
-# FeedForward's activations (ACTIVATIONS), or the gated SwiGLU; tests/package/test_cli_help.py checks the two agree.
-GPTActivation = Literal["gelu", "gelu_tanh", "relu", "relu2", "swiglu"]
-Positions = Literal["learned", "rotary"]
-NORMS = get_args(Norm)  # GPTShape.norm
-GPT_ACTIVATIONS = get_args(GPTActivation)  # GPTShape.activation
 
 
 @dataclass(kw_only=True)
-class GPTShape:
+class GPTShape(Checked):
     """What fixes a GPT's architecture, less its vocabulary: the fields ``GPTConfig`` and a training run's
     ``GPTRunConfig`` share (defined once, here). ``d_ff`` ``None`` means ``4 d_model``, or
-    ``swiglu_hidden(d_model)`` (``8 d_model / 3`` rounded) with ``activation="swiglu"``, as many weights.
-    ``norm="rms"`` and ``activation="swiglu"`` with ``bias=False`` make the block Llama's (chapter 22)."""
+    ``swiglu_hidden(d_model)`` (``8 d_model / 3`` rounded) with ``activation="swiglu"``, as many weights: the
+    width the blocks get is ``ff_width``. ``norm="rms"`` and ``activation="swiglu"`` with ``bias=False`` make the
+    block Llama's (chapter 22)."""
 
-    block_size: int = 64
-    n_layers: int = 4
-    n_heads: int = 4
-    d_model: int = 128
-    d_ff: int | None = None
-    dropout: float = 0.0
-    activation: GPTActivation = "gelu_tanh"
-    eps: float = 1e-5
-    bias: bool = True  # biases in linear layers and layer norms, as in GPT-2; nanoGPT's recipes leave them out
-    n_kv_heads: int | None = None  # None: multi-head attention; fewer: grouped-query attention (chapter 20)
-    norm: Norm = "layer"  # "layer": LayerNorm, as in GPT-2; "rms": RMSNorm, as in Llama (chapter 22)
-    positions: Positions = "learned"  # "learned": a table added to the embeddings; "rotary": rotated q, k (chapter 21)
-    qk_norm: bool = False  # True: every head's queries and keys divided by their RMS before the scores
-    tie_embeddings: bool = True  # True: the output layer is the embedding table (GPT-2); False: a matrix of its own
-    rope_base: float = 10000.0  # the base of the rotary frequencies (chapter 21); Llama 3 uses 500,000
-    # None: logits as they are; c: c tanh(logits / c), every logit kept within (-c, c) (chapter 25; Gemma 2)
-    logit_softcap: float | None = None
+    block_size: int = count(64, help="the context: the longest sequence of tokens the model reads")
+    n_layers: int = count(4, help="decoder blocks")
+    n_heads: int = count(4, help="attention heads per layer; they must divide d_model")
+    d_model: int = count(128, help="the width of every token's vector, d_model")
+    d_ff: int | None = count(None, optional="4 d_model, or 8 d_model / 3 rounded with swiglu",
+                             help="the MLP's hidden width, d_ff")
+    dropout: float = _dropout()
+    activation: GPTActivation = choice("gelu_tanh", get_args(GPTActivation),
+                                       help="the MLP's activation; swiglu makes it gated (chapter 22)")
+    eps: float = real(1e-5, ok=lambda e: e >= 0, expected="a finite number, 0 or more",
+                      help="the small number the norms add to the variance before its root")
+    bias: bool = flag(True, help="biases in linear layers and layer norms, as in GPT-2 (nanoGPT's recipes have none)")
+    n_kv_heads: int | None = count(None, optional="multi-head attention",
+                                   help="key-value heads; fewer than n_heads: grouped-query attention (chapter 20)")
+    norm: Norm = choice("layer", get_args(Norm), help="'layer': LayerNorm, as GPT-2; 'rms': RMSNorm, as Llama")
+    positions: Positions = choice("learned", get_args(Positions),
+                                  help="'learned': a table added to the embeddings; 'rotary': rotated queries "
+                                       "and keys (chapter 21)")
+    qk_norm: bool = flag(False, help="divide every head's queries and keys by their RMS before the scores")
+    tie_embeddings: bool = flag(True, help="the output layer is the embedding table (GPT-2) rather than a "
+                                           "matrix of its own")
+    rope_base: float = real(10000.0, ok=lambda b: b > 1, expected="a finite number greater than 1",
+                            help="the base of the rotary frequencies (chapter 21); Llama 3 uses 500,000")
+    logit_softcap: float | None = real(None, ok=lambda c: c > 0, expected="a positive finite number",
+                                       optional="no cap",
+                                       help="c: logits become c tanh(logits / c), kept within (-c, c) (chapter 25)")
 
-    def __post_init__(self) -> None:
-        check_at_least_one(self, "block_size", "n_layers", "n_heads", "d_model", "d_ff")
-        check_heads(self.d_model, self.n_heads, self.n_kv_heads)
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {list(NORMS)}; got {self.norm!r}")
-        if self.activation not in GPT_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {list(GPT_ACTIVATIONS)}; got {self.activation!r}")
-        if self.positions not in ("learned", "rotary"):
-            raise ValueError(f"positions must be 'learned' (a learned table added to the embeddings) or 'rotary' "
-                             f"(queries and keys rotated, chapter 21); got {self.positions!r}")
-        if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"rotary positions turn pairs of dimensions, so d_head = d_model / n_heads must be "
-                             f"even; got d_head = {self.d_model // self.n_heads}")
-        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 1:
-            raise ValueError(f"rope_base (the base of the rotary frequencies) must be a number greater than 1; "
-                             f"got {self.rope_base!r}")
-        cap = self.logit_softcap
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < math.inf):
-            raise ValueError(f"logit_softcap must be None (no cap) or a positive finite number; got {cap!r}")
+    def check(self) -> None:
+        super().check()
+        with blame("n_heads", "d_model", "n_kv_heads"):
+            check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        if self.positions == "rotary":
+            with blame("positions", "n_heads", "d_model"):
+                check_rotary_width(self.d_model, self.n_heads)
+
+    @property
+    def ff_width(self) -> int:
+        """The MLP's hidden width: ``d_ff``, or ``4 d_model`` (``swiglu_hidden(d_model)`` for SwiGLU) when it is
+        ``None``. A property, so that ``replace(config, d_model=...)`` derives it again."""
+        return _ff_width(self.d_model, self.d_ff, self.activation)
 
 
 @dataclass(kw_only=True)
 class GPTConfig(GPTShape):
     """Sizes of a decoder-only model in the GPT-2 layout: ``GPTShape`` and the vocabulary size, all given
-    by name (``GPTConfig(vocab_size=65, d_model=64)``). ``d_ff`` defaults to ``4 d_model``."""
+    by name (``GPTConfig(vocab_size=65, d_model=64)``). ``ff_width`` is ``d_ff``, or ``4 d_model`` when ``d_ff``
+    is ``None``."""
 
-    vocab_size: int
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_at_least_one(self, "vocab_size")
-        if self.d_ff is None:
-            self.d_ff = swiglu_hidden(self.d_model) if self.activation == "swiglu" else 4 * self.d_model
+    vocab_size: int = count(help="the vocabulary's size")
 
 
 class GPT(nn.Module):
@@ -324,7 +325,7 @@ class GPT(nn.Module):
         self.pos = LearnedPositions(c.block_size, c.d_model) if c.positions == "learned" else None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            DecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True, activation=c.activation,
+            DecoderBlock(c.d_model, c.n_heads, c.ff_width, c.dropout, norm_first=True, activation=c.activation,
                          eps=c.eps, cross_attention=False, bias=c.bias, n_kv_heads=c.n_kv_heads,
                          rotary=c.positions == "rotary", norm=c.norm, qk_norm=c.qk_norm, rope_base=c.rope_base)
             for _ in range(c.n_layers))

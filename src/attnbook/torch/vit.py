@@ -13,19 +13,21 @@ layout of a ``conv2d`` weight ``(d_model, C, p, p)`` flattened, so that the two 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from torch import nn
 
+from attnbook._fields import Checked, FieldError, blame, choice, count, real
 from attnbook._validate import check_heads, require_int, shape_str
 from attnbook.numpy.positional import sinusoidal_encoding
 from attnbook.torch._checks import require_tensor
 from attnbook.torch.blocks import EncoderBlock
 from attnbook.torch.embedding import LearnedPositions
-from attnbook.torch.feedforward import ACTIVATIONS
 from attnbook.torch.layernorm import LayerNorm
 from attnbook.torch.linear import Linear
+from attnbook.torch.transformer import FF_ACTIVATIONS, FFActivation
 
 
 def _check_images(images: torch.Tensor, patch_size: int) -> None:
@@ -122,44 +124,40 @@ def sinusoidal_2d(grid_h: int, grid_w: int, d_model: int, base: float = 10000.0,
     return torch.tensor(grid, dtype=dtype)
 
 
-POOLS = ("mean", "cls")
-POSITIONS = ("learned", "sinusoidal", "none")
+Pool = Literal["mean", "cls"]
+ViTPositions = Literal["learned", "sinusoidal", "none"]
+POOLS = get_args(Pool)
+POSITIONS = get_args(ViTPositions)
 
 
 @dataclass
-class ViTConfig:
+class ViTConfig(Checked):
     """The shape of a ``ViT``. ``pool``: ``"mean"`` averages the patch vectors, ``"cls"`` reads a class token
     put in front of them. ``positions``: ``"learned"`` (a table with a row per token), ``"sinusoidal"``
     (``sinusoidal_2d``, fixed; the class token gets zeros) or ``"none"``."""
 
-    image_size: int = 8
-    patch_size: int = 2
-    in_channels: int = 1
-    n_classes: int = 10
-    d_model: int = 32
-    n_heads: int = 4
-    n_layers: int = 2
-    d_ff: int = 64
-    pool: str = "mean"
-    positions: str = "learned"
-    dropout: float = 0.0
-    activation: str = "gelu"
+    image_size: int = count(8, help="the images' side in pixels")
+    patch_size: int = count(2, help="the patches' side in pixels; it must divide image_size")
+    in_channels: int = count(1, help="colour channels per pixel")
+    n_classes: int = count(10, help="the classes the head scores")
+    d_model: int = count(32, help="the width of every token's vector, d_model")
+    n_heads: int = count(4, help="attention heads per layer; they must divide d_model")
+    n_layers: int = count(2, minimum=0, help="encoder blocks")
+    d_ff: int = count(64, help="the MLP's hidden width, d_ff")
+    pool: Pool = choice("mean", POOLS, help="'mean': average the patch vectors; 'cls': read a class token")
+    positions: ViTPositions = choice("learned", POSITIONS,
+                                     help="'learned': a table; 'sinusoidal': fixed 2-D encodings; 'none'")
+    dropout: float = real(0.0, ok=lambda p: 0 <= p < 1, expected="in [0, 1)",
+                          help="the probability of zeroing each activation where dropout applies, in training only")
+    activation: FFActivation = choice("gelu", FF_ACTIVATIONS, help="the MLP's activation")
 
-    def __post_init__(self) -> None:
-        for name in ("image_size", "patch_size", "in_channels", "n_classes", "d_model", "n_heads", "d_ff"):
-            require_int(name, getattr(self, name), 1)
-        require_int("n_layers", self.n_layers, 0)
+    def check(self) -> None:
+        super().check()
         if self.image_size % self.patch_size:
-            raise ValueError(f"patch_size {self.patch_size} must divide image_size {self.image_size}")
-        check_heads(self.d_model, self.n_heads)
-        if self.pool not in POOLS:
-            raise ValueError(f"pool must be one of {POOLS}; got {self.pool!r}")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}; got {self.positions!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {self.activation!r}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must lie in [0, 1); got {self.dropout}")
+            raise FieldError(f"patch_size {self.patch_size} must divide image_size {self.image_size}",
+                             "patch_size", "image_size")
+        with blame("n_heads", "d_model"):
+            check_heads(self.d_model, self.n_heads)
 
     @property
     def grid(self) -> int:

@@ -22,11 +22,15 @@ import torch
 from attnbook._files import atomic_write
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be saved or resumed from; the message says why and what to do."""
+
+
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     """Write ``state`` (tensors, numbers, strings, lists, dicts) to ``path`` atomically."""
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"cannot save a checkpoint at {path}: it is a folder; give a file path such as "
+        raise CheckpointError(f"cannot save a checkpoint at {path}: it is a folder; give a file path such as "
                          f"{path / 'ckpt.pt'}")
     if path.parent.is_dir():
         for stale in path.parent.glob(f"{glob_escape(path.name)}*.tmp"):  # from a save that was killed
@@ -45,20 +49,20 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}" + (" (it is a folder)" if path.is_dir() else ""))
     if path.stat().st_size == 0:
-        raise ValueError(f"the checkpoint {path} is empty (0 bytes): a save was interrupted before it began "
+        raise CheckpointError(f"the checkpoint {path} is empty (0 bytes): a save was interrupted before it began "
                          "writing, or the file was made by something else")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         # torch's own message suggests weights_only=False, which would run whatever code the file holds.
-        raise ValueError(f"the checkpoint {path} is corrupt or holds unsupported objects, so it was not loaded: "
+        raise CheckpointError(f"the checkpoint {path} is corrupt or holds unsupported objects, so it was not loaded: "
                          "a weights-only load reads tensors, numbers, strings, lists and dicts and nothing else "
                          "(unpickling anything else could run code); only files written by save_checkpoint "
                          "are read") from None
     except (EOFError, RuntimeError, OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"the checkpoint {path} cannot be read: it is truncated or corrupt "
+        raise CheckpointError(f"the checkpoint {path} cannot be read: it is truncated or corrupt "
                          f"({type(exc).__name__})") from None
     if not isinstance(state, dict):
-        raise ValueError(f"the checkpoint {path} holds a {type(state).__name__}, not the dict that "
+        raise CheckpointError(f"the checkpoint {path} holds a {type(state).__name__}, not the dict that "
                          "save_checkpoint writes")
     return state

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnbook._validate import require_int
+from attnbook._fields import FieldError, count, like
 from attnbook.data.repeats import copy_masks, repeated_segments
 from attnbook.torch.attn_only import AttnOnlyConfig, AttnOnlyShape, AttnOnlyTransformer, token_losses
 from attnbook.torch.modes import eval_mode
@@ -28,24 +28,21 @@ class InductionConfig(AttnOnlyShape, TrainConfig):
     """The data (``vocab_size``, segment lengths ``min_len .. max_len``), the model's layers (``AttnOnlyShape``,
     two heads a layer here) and the optimisation and loop (``TrainConfig``, with this recipe's defaults)."""
 
-    vocab_size: int = 32
-    min_len: int = 6
-    max_len: int = 16
-    n_heads: int = 2
-    steps: int = 800
-    batch_size: int = 32
-    lr: float = 5e-3
-    min_lr: float = 5e-4
-    warmup: int = 50
-    progress: bool = False
+    vocab_size: int = count(32, help="the random tokens' vocabulary")
+    min_len: int = count(6, minimum=2, help="the shortest segment, repeated once in each row")
+    max_len: int = count(16, minimum=2, help="the longest segment; rows hold up to 2 max_len tokens")
+    n_heads: int = like(AttnOnlyShape, "n_heads", 2)
+    steps: int = like(TrainConfig, "steps", 800)
+    batch_size: int = like(TrainConfig, "batch_size", 32)
+    lr: float = like(TrainConfig, "lr", 5e-3)
+    min_lr: float = like(TrainConfig, "min_lr", 5e-4)
+    warmup: int = like(TrainConfig, "warmup", 50)
+    progress: bool = like(TrainConfig, "progress", False)
 
-    def __post_init__(self) -> None:
-        AttnOnlyShape.__post_init__(self)
-        TrainConfig.__post_init__(self)
-        require_int("vocab_size", self.vocab_size, 1)
-        require_int("min_len", self.min_len, 2)
+    def check(self) -> None:
+        super().check()
         if self.max_len < self.min_len:
-            raise ValueError(f"need min_len <= max_len; got {self.min_len} and {self.max_len}")
+            raise FieldError(f"need min_len <= max_len; got {self.min_len} and {self.max_len}", "min_len", "max_len")
 
     def model_config(self) -> AttnOnlyConfig:
         """The model's sizes: rows of up to ``2 max_len`` tokens."""

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, get_args
 
 import torch
 import torch.nn.functional as F
 
+from attnbook._fields import FieldError, choice, count, custom, flag, like, refuse
 from attnbook.data.bpe import BPETokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows
@@ -35,30 +36,59 @@ from attnbook.training.trainer import TrainConfig, TrainResult, from_presets, re
 MODEL_FIELDS = tuple(f.name for f in fields(GPTShape))
 
 
+DEVICES = ("cpu", "cuda", "mps")  # the kinds of device a run may name (with an index, as "cuda:1")
+
+
+def _device_name(name: str, value: object) -> None:
+    if value == "auto":
+        return
+    try:
+        kind = torch.device(value).type if isinstance(value, str) else None
+    except RuntimeError:
+        kind = None
+    if kind not in DEVICES:
+        raise refuse(name, "'auto' or a device PyTorch names: 'cpu', 'cuda', 'cuda:1', 'mps'", value)
+
+
 @dataclass(kw_only=True)
 class LMTrainConfig(TrainConfig):
     """Chapter 17's recipe for a small language model on Tiny Shakespeare: ``TrainConfig`` with the defaults
     that differ from chapter 16's, and where the run goes (``device``, ``precision``). The GPT's and the masked
     language model's runs are built on it, so that both train the same way."""
 
-    steps: int = 2000
-    batch_size: int = 12
-    min_lr: float = 1e-4
-    weight_decay: float = 0.1
-    beta2: float = 0.99
-    eval_every: int = 250
-    seed: int = 1337
-    device: str = "auto"
-    precision: Precision = "auto"  # "auto": bf16 autocast on CUDA, fp32 elsewhere
+    steps: int = like(TrainConfig, "steps", 2000)
+    batch_size: int = like(TrainConfig, "batch_size", 12)
+    min_lr: float = like(TrainConfig, "min_lr", 1e-4)
+    weight_decay: float = like(TrainConfig, "weight_decay", 0.1)
+    beta2: float = like(TrainConfig, "beta2", 0.99)
+    eval_every: int = like(TrainConfig, "eval_every", 250)
+    seed: int = like(TrainConfig, "seed", 1337)
+    device: str = custom("auto", check=_device_name, expected="'auto' or a device PyTorch names",
+                         help="where to train: 'auto' (CUDA, else MPS, else the CPU), 'cpu', 'cuda', 'mps'")
+    precision: Precision = choice("auto", get_args(Precision),
+                                  help="'auto': bf16 autocast on a CUDA GPU that has it, fp32 elsewhere; 'bf16' "
+                                       "needs such a GPU")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.precision not in ("auto", "bf16", "fp32"):
-            raise ValueError(f"precision must be one of 'auto', 'bf16', 'fp32'; got {self.precision!r}")
+    def check(self) -> None:
+        super().check()
         if self.target is not None and not self.target > 0:
-            raise ValueError(f"target is a validation loss here (nats): None, or positive; got {self.target!r}")
-        if not isinstance(self.device, str):
-            raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'mps' or a device name; got {self.device!r}")
+            raise FieldError(f"target is a validation loss here (nats): None, or positive; got {self.target!r}",
+                             "target")
+        if self.precision == "bf16" and self.device != "auto" and torch.device(self.device).type != "cuda":
+            raise FieldError(f"precision 'bf16' is bfloat16 autocast on a CUDA GPU; this run's device is "
+                             f"{self.device!r}: use precision 'fp32' or 'auto'", "precision", "device")
+
+    def resolve_device(self) -> torch.device:
+        """The device this run trains on (``device="auto"`` resolved); ``FieldError`` naming ``device`` or
+        ``precision`` if this machine cannot run it. The command line asks before it loads any data."""
+        try:
+            device = pick_device(self.device)
+        except ValueError as e:
+            raise FieldError(str(e), "device") from None
+        if self.precision == "bf16" and not (device.type == "cuda" and torch.cuda.is_bf16_supported()):
+            raise FieldError(f"precision 'bf16' needs a CUDA GPU with bfloat16; this run would train on "
+                             f"{device.type}: use precision 'fp32' or 'auto'", "precision", "device")
+        return device
 
 
 @dataclass(kw_only=True)
@@ -72,20 +102,11 @@ class GPTRunConfig(GPTShape, LMTrainConfig):
     split (chapter 25).
     """
 
-    # True: the blocks' output projections (attention's and the MLP's second layer) start at zero (chapter 25)
-    zero_init_projections: bool = False
-    # torch.compile the training forward pass; the compilation happens in the first step, whose time counts.
-    compile: bool = False
-    eval_batches: int = 20  # batches of validation windows per periodic evaluation
-
-    def __post_init__(self) -> None:
-        GPTShape.__post_init__(self)  # the model's fields are checked where they are defined
-        LMTrainConfig.__post_init__(self)  # the optimisation's and the loop's, likewise
-        if isinstance(self.eval_batches, bool) or not isinstance(self.eval_batches, int) or self.eval_batches < 1:
-            raise ValueError(f"eval_batches must be at least 1; got {self.eval_batches!r}")
-        if not isinstance(self.compile, bool) or not isinstance(self.zero_init_projections, bool):
-            raise ValueError(f"compile and zero_init_projections must be True or False; got {self.compile!r} and "
-                             f"{self.zero_init_projections!r}")
+    zero_init_projections: bool = flag(False, help="start the blocks' output projections (attention's and the "
+                                                   "MLP's second layer) at zero (chapter 25)")
+    compile: bool = flag(False, help="torch.compile the training forward pass (its compilation counts in the "
+                                     "first step's time)")
+    eval_batches: int = count(20, help="batches of validation windows per periodic evaluation")
 
     def resume_fields(self) -> tuple[str, ...]:
         return MODEL_FIELDS + super().resume_fields()

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from attnbook._fields import FieldError, count, real
 from attnbook._validate import require_int
 from attnbook.data.masked_text import MaskedCharTokenizer
 from attnbook.data.shakespeare import load_tinyshakespeare
@@ -99,27 +100,29 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Te
     return F.cross_entropy(logits[chosen].float(), targets[chosen])
 
 
+def _probability(default: float, help: str, low_open: bool = False) -> float:
+    if low_open:
+        return real(default, ok=lambda p: 0 < p <= 1, expected="in (0, 1]", help=help)
+    return real(default, ok=lambda p: 0 <= p <= 1, expected="in [0, 1]", help=help)
+
+
 @dataclass(kw_only=True)
 class MLMRunConfig(EncoderShape, LMTrainConfig):
     """A masked-language-model run: the encoder's size (``EncoderShape``), the optimisation and the loop of
     chapter 17's GPT (``LMTrainConfig``, the same fields, defaults and checks), and the corruption. So
     ``gpt_config()`` gives the causal model to compare with, of the same size and trained the same way."""
 
-    rate: float = 0.15  # share of positions chosen for the loss
-    mask_prob: float = 0.8  # of the chosen: replaced by the mask token
-    random_prob: float = 0.1  # of the chosen: replaced by a random character (the rest are kept)
-    eval_windows: int = 256  # validation windows in the fixed evaluation set
+    rate: float = _probability(0.15, "the share of positions chosen for the loss", low_open=True)
+    mask_prob: float = _probability(0.8, "of the chosen positions, the share replaced by the mask token")
+    random_prob: float = _probability(0.1, "of the chosen positions, the share replaced by a random character "
+                                           "(the rest are kept)")
+    eval_windows: int = count(256, help="validation windows in the fixed evaluation set")
 
-    def __post_init__(self) -> None:
-        EncoderShape.__post_init__(self)
-        LMTrainConfig.__post_init__(self)
-        if isinstance(self.eval_windows, bool) or not isinstance(self.eval_windows, int) or self.eval_windows < 1:
-            raise ValueError(f"eval_windows must be at least 1; got {self.eval_windows}")
-        _check_probability("rate", self.rate, low_open=True)
-        _check_probability("mask_prob", self.mask_prob, low_open=False)
-        _check_probability("random_prob", self.random_prob, low_open=False)
+    def check(self) -> None:
+        super().check()
         if self.mask_prob + self.random_prob > 1:
-            raise ValueError(f"mask_prob + random_prob must be at most 1; got {self.mask_prob} + {self.random_prob}")
+            raise FieldError(f"mask_prob + random_prob must be at most 1; got {self.mask_prob} + {self.random_prob}",
+                             "mask_prob", "random_prob")
 
     def resume_fields(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(EncoderShape)) + ("rate", "mask_prob", "random_prob") + \

@@ -9,14 +9,12 @@ each step's learning rate (``set_step``).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral, Real
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
+from attnbook._fields import Checked, FieldError, choice, count, real
 from attnbook.training.muon import MuonAdamW, muon_parameters, ns_dtype_for
 from attnbook.training.schedule import lr_at
 
@@ -53,29 +51,12 @@ def muon_momentum(step: int, warmup: int) -> float:
     return 0.85 + 0.10 * min(1.0, step / warmup)
 
 
-def _bad(config: object, name: str, expected: str) -> ValueError:
-    return ValueError(f"{name} must be {expected}; got {getattr(config, name)!r}")
-
-
-def _number(config: object, name: str, expected: str, ok: Callable[[float], bool], optional: bool = False) -> None:
-    """Refuse a field that is not a finite real number (``bool``, a string, NaN, infinity) or fails ``ok``; with
-    ``optional``, ``None`` passes."""
-    value = getattr(config, name)
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or not ok(value):
-        raise _bad(config, name, expected)
-
-
-def whole_number(config: object, name: str, minimum: int, expected: str) -> None:
-    """Refuse a field that is not an integer (``bool`` and ``2.0`` included) of at least ``minimum``."""
-    value = getattr(config, name)
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise _bad(config, name, expected)
+def _positive(default: float | None, help: str, optional: str | None = None) -> float:
+    return real(default, ok=lambda v: v > 0, expected="positive", optional=optional, help=help)
 
 
 @dataclass(kw_only=True)
-class Optimisation:
+class Optimisation(Checked):
     """The optimisation of a run. ``lr`` is the peak learning rate, reached after ``warmup`` steps and decayed
     to ``min_lr`` along ``schedule``; ``grad_clip`` 0 means no clipping.
 
@@ -84,61 +65,46 @@ class Optimisation:
     raises ``ValueError`` naming the field, the value and what is accepted.
     """
 
-    lr: float = 1e-3
-    min_lr: float = 0.0
-    warmup: int = 100
-    # "cosine" or "linear": decay from the warm-up's end; "trapezoid": constant, then a straight decay over the
-    # last 40% (chapter 25)
-    schedule: Schedule = "cosine"
-    weight_decay: float = 0.01  # AdamW's decoupled decay, on matrices only
-    beta1: float = 0.9
-    beta2: float = 0.98
-    grad_clip: float = 1.0  # the largest gradient norm; 0: no clipping
-    # "adamw", or "muon": Muon on the block matrices, AdamW on the rest (chapter 25)
-    optimizer: OptimizerName = "adamw"
-    matrix_lr: float | None = None  # Muon's peak learning rate; None: lr (Muon's step is scaled to AdamW's size)
-    # With Muon, AdamW's peak rate for the rest (embeddings, norms, biases); None: lr (chapter 25)
-    embed_lr: float | None = None
-    # Muon's iteration: "bf16", "fp32", or "auto" (bf16 on a GPU, fp32 on a CPU)
-    muon_precision: Precision = "auto"
-    muon_ns_steps: int = 5  # Muon's Newton-Schulz steps
-    # With Muon, steps over which its momentum rises linearly from 0.85 to 0.95; 0: 0.95 throughout (chapter 25)
-    muon_momentum_warmup: int = 0
+    lr: float = _positive(1e-3, "the peak learning rate, reached at the end of the warm-up")
+    min_lr: float = real(0.0, ok=lambda v: v >= 0, expected="0 or more",
+                         help="the learning rate the schedule decays to, at most lr")
+    warmup: int = count(100, minimum=0, expected="a whole number of steps, 0 or more",
+                        help="steps over which the learning rate rises linearly from 0 to lr")
+    schedule: Schedule = choice("cosine", get_args(Schedule),
+                                help="the decay after the warm-up: 'cosine' or 'linear' down to min_lr; "
+                                     "'trapezoid': constant, then straight down over the last 40% (chapter 25)")
+    weight_decay: float = real(0.01, ok=lambda v: v >= 0, expected="0 or more (0: no decay)",
+                               help="AdamW's decoupled weight decay, on matrices only")
+    beta1: float = real(0.9, ok=lambda v: 0 <= v < 1, expected="in [0, 1)",
+                        help="Adam's decay rate of the gradient's running mean")
+    beta2: float = real(0.98, ok=lambda v: 0 <= v < 1, expected="in [0, 1)",
+                        help="Adam's decay rate of the squared gradient's running mean")
+    grad_clip: float = real(1.0, ok=lambda v: v >= 0, expected="0 (no clipping) or a positive maximum gradient norm",
+                            help="the largest gradient norm; a larger gradient is scaled down to it (0: no clipping)")
+    optimizer: OptimizerName = choice("adamw", get_args(OptimizerName),
+                                      help="'adamw', or 'muon': Muon on the block matrices, AdamW on the rest "
+                                           "(chapter 25)")
+    matrix_lr: float | None = _positive(None, "Muon's peak learning rate (optimizer 'muon' only)", optional="lr")
+    embed_lr: float | None = _positive(None, "with Muon, AdamW's peak rate for embeddings, norms and biases",
+                                       optional="lr")
+    muon_precision: Precision = choice("auto", get_args(Precision),
+                                       help="Muon's iteration in 'bf16' or 'fp32'; 'auto': bf16 on a GPU, fp32 on "
+                                            "a CPU")
+    muon_ns_steps: int = count(5, help="Muon's Newton-Schulz steps")
+    muon_momentum_warmup: int = count(0, minimum=0, help="with Muon, steps over which its momentum rises from "
+                                                         "0.85 to 0.95 (0: 0.95 throughout)")
 
-    def __post_init__(self) -> None:
-        self.check_optimisation()
-
-    def check_optimisation(self) -> None:
-        """Check the fields defined here (``TrainConfig`` checks ``warmup`` against its ``steps``)."""
-        whole_number(self, "warmup", 0, "a whole number of steps, 0 or more")
-        _number(self, "lr", "positive", lambda v: v > 0)
-        low = self.min_lr
-        if isinstance(low, bool) or not isinstance(low, Real) or not math.isfinite(low) or not 0 <= low <= self.lr:
-            raise ValueError(f"min_lr must lie in [0, lr = {self.lr}] (the schedule decays from lr down to it); "
-                             f"got {low!r}")
-        if self.schedule not in ("cosine", "linear", "trapezoid"):
-            raise _bad(self, "schedule", "'cosine', 'linear' or 'trapezoid'")
-        _number(self, "weight_decay", "0 or more (0: no decay)", lambda v: v >= 0)
-        for name in ("beta1", "beta2"):
-            _number(self, name, "in [0, 1)", lambda v: 0 <= v < 1)
-        _number(self, "grad_clip", "0 (no clipping) or a positive maximum gradient norm", lambda v: v >= 0)
-        if self.optimizer not in ("adamw", "muon"):
-            raise _bad(self, "optimizer", "'adamw' or 'muon'")
-        _number(self, "matrix_lr", "None (the same as lr) or positive", lambda v: v > 0, optional=True)
-        if self.matrix_lr is not None and self.optimizer != "muon":
-            raise ValueError(f"matrix_lr is Muon's learning rate; it needs optimizer='muon' (got {self.optimizer!r})")
-        _number(self, "embed_lr", "None, or positive with optimizer='muon' (AdamW's rate beside Muon)",
-                lambda v: v > 0, optional=True)
-        if self.embed_lr is not None and self.optimizer != "muon":
-            raise ValueError(f"embed_lr is AdamW's rate beside Muon: None, or positive with optimizer='muon'; got "
-                             f"embed_lr = {self.embed_lr!r} with optimizer = {self.optimizer!r}")
-        if self.muon_precision not in ("auto", "bf16", "fp32"):
-            raise _bad(self, "muon_precision", "'auto', 'bf16' or 'fp32'")
-        whole_number(self, "muon_ns_steps", 1, "an integer, at least 1")
-        whole_number(self, "muon_momentum_warmup", 0, "0, or a positive whole number of steps with optimizer='muon'")
-        if self.muon_momentum_warmup and self.optimizer != "muon":
-            raise ValueError(f"muon_momentum_warmup must be 0, or a positive number of steps with optimizer='muon'; "
-                             f"got {self.muon_momentum_warmup!r} with optimizer = {self.optimizer!r}")
+    def check(self) -> None:
+        """The rules between the fields defined here (``TrainConfig`` checks ``warmup`` against its ``steps``)."""
+        super().check()
+        if not self.min_lr <= self.lr:
+            raise FieldError(f"min_lr must lie in [0, lr = {self.lr}] (the schedule decays from lr down to it); "
+                             f"got {self.min_lr!r}", "min_lr", "lr")
+        for name, what in (("matrix_lr", "Muon's learning rate"), ("embed_lr", "AdamW's rate beside Muon"),
+                           ("muon_momentum_warmup", "Muon's momentum warm-up")):
+            if getattr(self, name) and self.optimizer != "muon":
+                raise FieldError(f"{name} is {what}; it needs optimizer='muon' (got {self.optimizer!r})",
+                                 name, "optimizer")
 
     @property
     def betas(self) -> tuple[float, float]:

@@ -11,7 +11,6 @@ from one exactly. Seeded, a CPU run repeats exactly.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import time
@@ -24,10 +23,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from attnbook._fields import FieldError, count, flag, real, text
 from attnbook._files import atomic_write
-from attnbook.training.checkpoint import load_checkpoint, save_checkpoint
+from attnbook.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from attnbook.training.distributed import DistInfo, mean_over_processes
-from attnbook.training.optimisation import Optimisation, make_optimizer, optimizer_step, whole_number
+from attnbook.training.optimisation import Optimisation, make_optimizer, optimizer_step
 
 __all__ = ["CHECKPOINT_KEYS", "TrainConfig", "TrainResult", "from_presets", "make_optimizer", "optimizer_step",
            "set_seed", "train"]
@@ -36,6 +36,11 @@ __all__ = ["CHECKPOINT_KEYS", "TrainConfig", "TrainResult", "from_presets", "mak
 CHECKPOINT_KEYS = ("model", "optimizer", "step", "generator", "torch_rng", "config", "log", "train_seconds")
 # Fields renamed since checkpoints were first written: a saved configuration is read with the new names.
 RENAMED = {"target_loss": "target"}
+
+
+class CheckpointMismatch(CheckpointError):
+    """A checkpoint that this run cannot resume: written by another model, data, tokenizer or optimizer, or by
+    something other than attnbook's trainer. The message says which and what to do."""
 
 
 def from_presets(presets: dict[str, Any], name: str, **overrides: Any) -> Any:
@@ -63,33 +68,27 @@ class TrainConfig(Optimisation):
     every evaluation; ``""`` keeps nothing on disk.
     """
 
-    steps: int = 1000
-    batch_size: int = 64
-    eval_every: int = 0
-    target: float | None = None
-    seed: int = 0
-    out_dir: str = ""
-    progress: bool = True
+    steps: int = count(1000, help="optimizer steps to take")
+    batch_size: int = count(64, help="examples per step")
+    eval_every: int = count(0, minimum=0, expected="0 (only at the end) or more",
+                            help="evaluate (and checkpoint) every so many steps; 0: only at the end")
+    target: float | None = real(None, optional="no target",
+                                help="stop at the first evaluation that reaches this value (needs eval_every)")
+    seed: int = count(0, minimum=0, expected="a whole number in [0, 2**32)",
+                      help="the seed of the model's initialisation and of the batches drawn")
+    out_dir: str = text("", expected="a folder's path as a string ('' keeps nothing)",
+                        help="the folder for the checkpoint ckpt.pt and the log log.json ('': nothing is written)")
+    progress: bool = flag(True, help="show a progress bar")
 
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size"):
-            whole_number(self, name, 1, "a whole number, at least 1")
-        super().__post_init__()
+    def check(self) -> None:
+        super().check()
         if self.warmup > self.steps:
-            raise ValueError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}")
-        whole_number(self, "eval_every", 0, "0 (only at the end) or more")
-        target = self.target
-        if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
-                                   or not math.isfinite(target) or self.eval_every < 1):
-            raise ValueError(f"target needs a finite value and periodic evaluations (eval_every > 0); got "
-                             f"target = {target!r}, eval_every = {self.eval_every}")
-        whole_number(self, "seed", 0, "a whole number in [0, 2**32)")
+            raise FieldError(f"warmup must lie in [0, steps = {self.steps}]; got {self.warmup}", "warmup", "steps")
+        if self.target is not None and self.eval_every < 1:
+            raise FieldError(f"target needs periodic evaluations (eval_every > 0); got target = {self.target!r}, "
+                             f"eval_every = {self.eval_every}", "target", "eval_every")
         if self.seed >= 2**32:
-            raise ValueError(f"seed must be a whole number in [0, 2**32); got {self.seed!r}")
-        if not isinstance(self.out_dir, str):
-            raise ValueError(f"out_dir must be a folder's path as a string ('' keeps nothing); got {self.out_dir!r}")
-        if not isinstance(self.progress, bool):
-            raise ValueError(f"progress must be True or False; got {self.progress!r}")
+            raise FieldError(f"seed must be a whole number in [0, 2**32); got {self.seed!r}", "seed")
 
     def resume_fields(self) -> tuple[str, ...]:
         """The fields a checkpoint resumes only into the same values of: the data drawn and the optimizer's
@@ -233,9 +232,9 @@ def saved_config(state: dict[str, Any], config_type: type, path: str | os.PathLi
     known = {f.name for f in fields(config_type)}
     unknown = sorted(set(saved) - known)
     if unknown:
-        raise ValueError(f"the checkpoint {path} has configuration fields this version of attnbook does not know "
-                         f"({', '.join(unknown)}): it was written by another version, or by another kind of run "
-                         f"than {config_type.__name__}")
+        raise CheckpointMismatch(f"the checkpoint {path} has configuration fields this version of attnbook does "
+                                 f"not know ({', '.join(unknown)}): it was written by another version, or by "
+                                 f"another kind of run than {config_type.__name__}")
     return saved
 
 
@@ -243,8 +242,9 @@ def require_keys(state: dict[str, Any], keys: tuple[str, ...], path: str | os.Pa
     """Refuse a checkpoint that lacks any of ``keys``, naming them and what it has."""
     missing = [k for k in keys if k not in state]
     if missing:
-        raise ValueError(f"{path} was not written by attnbook's trainer: it lacks {', '.join(map(repr, missing))} "
-                         f"(it has {', '.join(map(repr, sorted(map(str, state)))) or 'nothing'})")
+        has = ", ".join(map(repr, sorted(map(str, state)))) or "nothing"
+        raise CheckpointMismatch(f"{path} was not written by attnbook's trainer: it lacks "
+                                 f"{', '.join(map(repr, missing))} (it has {has})")
 
 
 def _resume(path: Path, model, optimizer, generator, config: TrainConfig, result: TrainResult,
@@ -258,15 +258,15 @@ def _resume(path: Path, model, optimizer, generator, config: TrainConfig, result
                  if old.get(k, getattr(defaults, k)) != getattr(config, k)}
     if different:
         listed = ", ".join(f"{k}: saved {a!r}, requested {b!r}" for k, (a, b) in different.items())
-        raise ValueError(f"the checkpoint {path} was trained with another model, data or optimizer ({listed}); "
-                         "resume with the saved values, or start a new run in another out_dir")
+        raise CheckpointMismatch(f"the checkpoint {path} was trained with another model, data or optimizer "
+                                 f"({listed}); resume with the saved values, or start a new run in another out_dir")
     if state["step"] > config.steps:
-        raise ValueError(f"steps = {config.steps} is below the checkpoint's step {state['step']}; resume with "
-                         f"steps of at least {state['step']} (the run has already trained that far)")
+        raise CheckpointMismatch(f"steps = {config.steps} is below the checkpoint's step {state['step']}; resume "
+                                 f"with steps of at least {state['step']} (the run has already trained that far)")
     differ = [k for k in saved if state.get(k) != saved[k]]
     if differ:
-        raise ValueError(f"the checkpoint {path} was trained with another tokenizer or other data than this run's "
-                         f"(its {', '.join(differ)} differ: another alphabet or other merges)")
+        raise CheckpointMismatch(f"the checkpoint {path} was trained with another tokenizer or other data than "
+                                 f"this run's (its {', '.join(differ)} differ: another alphabet or other merges)")
     require_keys(state, ("rngs",) if rngs else (), path)
     model.load_state_dict(state["model"])
     # The checkpoint gives the optimizer's moments; this run's configuration its settings (betas, decay, Muon's

@@ -10,45 +10,47 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from attnbook._validate import check_heads, check_norm, require_int, shape_str
+from attnbook._fields import Checked, blame, choice, count, real
+from attnbook._validate import check_heads, shape_str
 from attnbook.numpy.backprop.block import block_backward, block_forward, init_block_params
 from attnbook.numpy.backprop.cross_entropy import cross_entropy_backward, cross_entropy_forward
 from attnbook.numpy.backprop.embedding import embedding_backward, embedding_forward
 from attnbook.numpy.backprop.layernorm import layer_norm_backward, layer_norm_forward
 
 _GELU = {"gelu_tanh": "tanh", "gelu": "none"}
+Activation = Literal["gelu_tanh", "gelu"]
 
 
 @dataclass
-class GPTConfig:
-    """Sizes of the NumPy GPT; the fields mean what they mean in ``attnbook.torch.GPTConfig``.
-
-    ``d_ff`` defaults to ``4 d_model``; ``activation`` is ``"gelu_tanh"`` (GPT-2's) or ``"gelu"`` (exact).
-    Refuses sizes that are not integers, at least 1, and a negative ``eps``, as the PyTorch ``GPTConfig`` does.
+class GPTConfig(Checked):
+    """Sizes of the NumPy GPT; the fields mean what they mean in ``attnbook.torch.GPTConfig``, and are checked
+    the same way. ``ff_width`` is ``d_ff``, or ``4 d_model`` when it is ``None``; ``activation`` is
+    ``"gelu_tanh"`` (GPT-2's) or ``"gelu"`` (exact).
     """
 
-    vocab_size: int
-    block_size: int = 64
-    n_layers: int = 4
-    n_heads: int = 4
-    d_model: int = 128
-    d_ff: int | None = None
-    activation: str = "gelu_tanh"
-    eps: float = 1e-5
+    vocab_size: int = count(help="the vocabulary's size")
+    block_size: int = count(64, help="the context: the longest sequence of tokens the model reads")
+    n_layers: int = count(4, help="decoder blocks")
+    n_heads: int = count(4, help="attention heads per layer; they must divide d_model")
+    d_model: int = count(128, help="the width of every token's vector, d_model")
+    d_ff: int | None = count(None, optional="4 d_model", help="the MLP's hidden width, d_ff")
+    activation: Activation = choice("gelu_tanh", tuple(_GELU), help="the MLP's GELU: tanh-approximated or exact")
+    eps: float = real(1e-5, ok=lambda e: e >= 0, expected="a finite number, 0 or more",
+                      help="the small number the norms add to the variance before its root")
 
-    def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
-            require_int(name, getattr(self, name), 1)
-        if self.d_ff is not None:
-            require_int("d_ff", self.d_ff, 1)
-        check_norm(self.d_model, self.eps)
-        check_heads(self.d_model, self.n_heads)
-        if self.activation not in _GELU:
-            raise ValueError(f"activation must be one of {sorted(_GELU)}; got {self.activation!r}")
-        self.d_ff = 4 * self.d_model if self.d_ff is None else self.d_ff
+    def check(self) -> None:
+        super().check()
+        with blame("n_heads", "d_model"):
+            check_heads(self.d_model, self.n_heads)
+
+    @property
+    def ff_width(self) -> int:
+        """The MLP's hidden width: ``d_ff``, or ``4 d_model`` when it is ``None``."""
+        return 4 * self.d_model if self.d_ff is None else self.d_ff
 
 
 def init_gpt_params(config: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
@@ -58,7 +60,7 @@ def init_gpt_params(config: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
     params = {"tok.E": rng.normal(0.0, 0.02, (c.vocab_size, c.d_model)),
               "pos.P": rng.normal(0.0, 0.02, (c.block_size, c.d_model))}
     for i in range(c.n_layers):
-        block = init_block_params(c.d_model, c.d_ff, rng, residual_std=0.02 / math.sqrt(2 * c.n_layers))
+        block = init_block_params(c.d_model, c.ff_width, rng, residual_std=0.02 / math.sqrt(2 * c.n_layers))
         params.update({f"blocks.{i}.{k}": v for k, v in block.items()})
     params["norm.gamma"], params["norm.beta"] = np.ones(c.d_model), np.zeros(c.d_model)
     return params
