@@ -22,8 +22,8 @@ from attnbook.training.trainer import TrainConfig
 
 # Each class with the arguments it needs (the vocabularies given by position or by name).
 CONFIGS = {
-    TransformerConfig: ((11, 13), {}), EncoderConfig: ((11,), {}), EncoderShape: ((), {}), GPTShape: ((), {}),
-    GPTConfig: ((), {"vocab_size": 11}), NumPyGPTConfig: ((11,), {}), AttnOnlyShape: ((), {}),
+    TransformerConfig: ((), {"src_vocab_size": 11, "tgt_vocab_size": 13}), EncoderConfig: ((), {"vocab_size": 11}), EncoderShape: ((), {}), GPTShape: ((), {}),
+    GPTConfig: ((), {"vocab_size": 11}), NumPyGPTConfig: ((), {"vocab_size": 11}), AttnOnlyShape: ((), {}),
     AttnOnlyConfig: ((), {"vocab_size": 11}), ViTConfig: ((), {}), Optimisation: ((), {}), TrainConfig: ((), {}),
     LMTrainConfig: ((), {}), GPTRunConfig: ((), {}), MLMRunConfig: ((), {}), InductionConfig: ((), {}),
 }
