@@ -11,8 +11,14 @@ from attnbook._fields import Checked, FieldError
 from attnbook.numpy.backprop.gpt import GPTConfig as NumPyGPTConfig
 from attnbook.torch.attn_only import AttnOnlyConfig, AttnOnlyShape
 from attnbook.torch.feedforward import ACTIVATIONS, swiglu_hidden
-from attnbook.torch.transformer import (FF_ACTIVATIONS, EncoderConfig, EncoderShape, GPTConfig, GPTShape,
-                                        TransformerConfig)
+from attnbook.torch.transformer import (
+    FF_ACTIVATIONS,
+    EncoderConfig,
+    EncoderShape,
+    GPTConfig,
+    GPTShape,
+    TransformerConfig,
+)
 from attnbook.torch.vit import ViTConfig
 from attnbook.training.induction import InductionConfig
 from attnbook.training.lm import GPTRunConfig, LMTrainConfig
@@ -22,7 +28,8 @@ from attnbook.training.trainer import TrainConfig
 
 # Each class with the arguments it needs (the vocabularies given by position or by name).
 CONFIGS = {
-    TransformerConfig: ((), {"src_vocab_size": 11, "tgt_vocab_size": 13}), EncoderConfig: ((), {"vocab_size": 11}), EncoderShape: ((), {}), GPTShape: ((), {}),
+    TransformerConfig: ((), {"src_vocab_size": 11, "tgt_vocab_size": 13}), EncoderConfig: ((), {"vocab_size": 11}),
+    EncoderShape: ((), {}), GPTShape: ((), {}),
     GPTConfig: ((), {"vocab_size": 11}), NumPyGPTConfig: ((), {"vocab_size": 11}), AttnOnlyShape: ((), {}),
     AttnOnlyConfig: ((), {"vocab_size": 11}), ViTConfig: ((), {}), Optimisation: ((), {}), TrainConfig: ((), {}),
     LMTrainConfig: ((), {}), GPTRunConfig: ((), {}), MLMRunConfig: ((), {}), InductionConfig: ((), {}),
