@@ -20,7 +20,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 def test_wheel_builds_without_deprecation_warnings_and_carries_the_licence(tmp_path):
     source = tmp_path / "source"  # a copy: the build writes build/ and *.egg-info beside the sources
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "LICENSE-PSF"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--verbose",
@@ -35,15 +35,18 @@ def test_wheel_builds_without_deprecation_warnings_and_carries_the_licence(tmp_p
     dist_info = f"attnbook-{project['version']}.dist-info"
     with zipfile.ZipFile(wheel) as z:
         assert z.read(f"{dist_info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+        assert z.read(f"{dist_info}/licenses/LICENSE-PSF") == (ROOT / "LICENSE-PSF").read_bytes()
         metadata = z.read(f"{dist_info}/METADATA").decode()
         entry_points = z.read(f"{dist_info}/entry_points.txt").decode()
     assert f"Version: {project['version']}\n" in metadata
-    assert "License-Expression: MIT\n" in metadata and "License-File: LICENSE\n" in metadata
+    assert "License-Expression: MIT AND PSF-2.0\n" in metadata and "License-File: LICENSE\n" in metadata
+    assert "License-File: LICENSE-PSF\n" in metadata
     assert "attnbook = attnbook.__main__:main" in entry_points
 
 
 def test_the_licence_is_mit_and_the_build_backend_understands_its_expression():
-    assert PYPROJECT["project"]["license"] == "MIT" and PYPROJECT["project"]["license-files"] == ["LICENSE"]
+    assert PYPROJECT["project"]["license"] == "MIT AND PSF-2.0"  # the PSF's for the CPython text (below)
+    assert PYPROJECT["project"]["license-files"] == ["LICENSE", "LICENSE-PSF"]
     text = (ROOT / "LICENSE").read_text()
     assert text.startswith("MIT License") and "The attnbook authors" in text
     assert "setuptools>=77" in PYPROJECT["build-system"]["requires"]
@@ -115,3 +118,61 @@ def test_the_exercises_package_exports_every_checker():
         [sys.executable, "-m", "tools.exercises_init", "--check"], cwd=ROOT, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# What a chapter's import names, as the distribution that provides it.
+DISTRIBUTION = {"sklearn": "scikit-learn", "PIL": "pillow", "yaml": "PyYAML"}
+
+
+def declared(extra: str | None = None) -> set[str]:
+    """The distributions the package declares: its dependencies, or those of one extra (extras it names
+    included), by name without version."""
+    project = PYPROJECT["project"]
+    specs = project["dependencies"] if extra is None else project["optional-dependencies"][extra]
+    names = set()
+    for spec in specs:
+        name = re.match(r"[A-Za-z0-9_.-]+", spec).group(0)
+        inner = re.search(r"\[(.+)\]", spec)
+        names |= declared(inner.group(1)) if name == "attnbook" and inner else {name.lower()}
+    return names
+
+
+def imported_by_chapters() -> dict[str, set[str]]:
+    """Every top-level module a chapter's code imports, with the chapters that import it."""
+    import ast
+    import json
+
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            lines = "".join(cell["source"]).splitlines()
+            # IPython's magics (%pip in the Colab setup cell) become pass, which keeps their block's indentation.
+            code = [line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
+                    for line in lines]
+            tree = ast.parse("\n".join(code))
+            for node in ast.walk(tree):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+                for name in names:
+                    found.setdefault(name.split(".")[0], set()).add(path.name[:2])
+    return found
+
+
+def test_the_book_extra_installs_what_every_chapter_imports():
+    book = declared() | declared("book")
+    imports = imported_by_chapters()
+    assert {"torch", "transformers", "tokenizers"} <= set(imports)  # the scan reads the chapters
+    # Chapter 26's digits come from scikit-learn through the package (attnbook.data.digits).
+    needed = {m for m in imports if m not in sys.stdlib_module_names and m != "attnbook"} | {"sklearn"}
+    missing = {DISTRIBUTION.get(m, m).lower() for m in needed} - book
+    assert not missing, f"chapters import {sorted(missing)}, which attnbook[book] does not install"
+
+
+
+def test_the_cpython_text_the_wheel_ships_is_declared_under_its_licence():
+    shipped = (ROOT / "src/attnbook/data/python_stdlib.txt").read_text().splitlines()[:20]
+    assert any("PSF License Agreement" in line for line in shipped)
+    assert "PYTHON SOFTWARE FOUNDATION LICENSE VERSION 2" in (ROOT / "LICENSE-PSF").read_text()
+    assert "PSF-2.0" in PYPROJECT["project"]["license"]
