@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import attnbook.torch as at
 from attnbook.tasks import BOS, EOS, PAD, PLUS, VOCAB_SIZE, decode_tokens, make_task
 from attnbook.training import TrainConfig, exact_match, lr_at, sequence_loss, train
+from attnbook.training.optimisation import optimizer_step
 from attnbook.training.seq2seq import default_model_config, shift_right, train_seq2seq
 
 
@@ -97,7 +98,7 @@ def test_seed_makes_a_cpu_run_repeat_exactly():
     assert run_c.losses != run_a.losses
 
 
-def test_tiny_model_overfits_one_batch_and_clipping_bounds_the_update():
+def test_tiny_model_overfits_one_batch():
     torch.manual_seed(0)
     model = at.EncoderDecoderTransformer(default_model_config(d_model=32))
     data = make_task("reverse", n_train=8, n_test=4, min_len=3, max_len=5, seed=0)
@@ -110,6 +111,26 @@ def test_tiny_model_overfits_one_batch_and_clipping_bounds_the_update():
     result = train(model, lambda g: batch, loss_fn, config)
     assert result.losses[-1] < 0.05 < result.losses[0]
     assert exact_match(model, data.train_src, data.train_tgt, BOS, EOS) == 1.0
+
+
+@pytest.mark.parametrize("clip", [0.0, 0.05, 1e6])
+def test_clipping_scales_the_whole_gradient_down_to_grad_clip(clip):
+    """optimizer_step with grad_clip: a gradient longer than grad_clip is scaled to length grad_clip (all the
+    parameters together, direction kept); a shorter one, or grad_clip 0, is left as it is. Plain SGD with rate 1
+    makes the update the gradient itself, which is compared with autograd's unclipped one."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    x = torch.randn(16, 4)
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = 100 * model(x).square().mean()
+    grads = torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)
+    norm = torch.sqrt(sum(g.square().sum() for g in grads))
+    optimizer_step(model, torch.optim.SGD(model.parameters(), lr=1.0), loss, clip)
+    updates = [b - p.detach() for b, p in zip(before, model.parameters(), strict=True)]
+    scale = min(1.0, clip / float(norm)) if clip else 1.0
+    assert float(norm) > 0.05  # the middle case clips
+    for update, grad in zip(updates, grads, strict=True):
+        torch.testing.assert_close(update, scale * grad, rtol=1e-5, atol=1e-7)
 
 
 def test_training_reduces_the_loss_and_stops_at_the_target():
