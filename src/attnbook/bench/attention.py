@@ -9,14 +9,25 @@ its peak, equal to it when nothing is freed before the last allocation.
 On a machine shared with other work, run it with one thread per library
 (``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1``): OpenBLAS threads that wait for a busy core make the many
 small products of tiled attention many times slower, which measures the load, not the algorithm.
+
+The allocator part (``bench_allocator``, which can be called alone) counts the minor page faults
+of one call of each kernel, and times plain against tiled attention, in child processes started with glibc's
+default allocator and with one told to keep the memory it frees (``KEEP_FREED_MEMORY``: these variables are read
+when the process starts, so each setting needs a process of its own). A page fault counts regardless of what
+else the machine runs; times do not, so the part prints times only as ratios of kernels that took turns in
+one process, and of the two settings' processes, which alternate.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -197,6 +208,83 @@ def bench_gqa(prompt: int = 64, new_tokens: int = 448) -> None:
               f"{max(rates[n_kv]):.1f})", flush=True)
 
 
+# glibc returns a freed block of this size or more to the kernel at once (mmap threshold), and trims the top of its
+# heap once this much there is free (trim threshold); set as high as they go, it keeps what it frees for reuse.
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": "2147483647", "MALLOC_TRIM_THRESHOLD_": "4294967295"}
+
+
+def minor_faults(fn: Callable[[], object]) -> int:
+    """Minor page faults of this process while ``fn()`` runs: pages the kernel had to map (and zero) for it."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    fn()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def allocator_run(lengths: list[int], rounds: int = 15, math: bool = True) -> dict[str, dict[str, dict[str, object]]]:
+    """In this process: for each length, the page faults of one call of each kernel (the median of three calls)
+    and its times in ``rounds`` interleaved rounds: NumPy's plain and tiled attention, and PyTorch's ``MATH``
+    backend unless ``math`` is false. Run it in a child process per allocator setting."""
+    results: dict[str, dict[str, dict[str, object]]] = {}
+    for T in lengths:
+        Q, K, V = _inputs(T)
+        kernels = {"numpy plain": functools.partial(scaled_dot_product_attention, Q, K, V),
+                   "numpy tiled": functools.partial(tiled_attention, Q, K, V, block_q=BLOCK, block_k=BLOCK)}
+        if math:
+            kernels["torch math"] = _sdpa("MATH", T)
+        times = interleaved_times(kernels, rounds)
+        results[str(T)] = {name: {"faults": statistics.median(minor_faults(fn) for _ in range(3)),
+                                  "seconds": times[name]} for name, fn in kernels.items()}
+    return results
+
+
+def allocator_child(lengths: list[int], keep: bool, rounds: int = 15,
+                    math: bool = True) -> dict[str, dict[str, dict[str, object]]]:
+    """``allocator_run(lengths, rounds, math)`` in a fresh Python process, with glibc told to keep the memory it frees
+    (``keep``) or with its defaults; the variables must be in the environment before the interpreter starts."""
+    env = {**os.environ, **(KEEP_FREED_MEMORY if keep else {})}
+    if not keep:
+        for name in KEEP_FREED_MEMORY:
+            env.pop(name, None)
+    code = ("import json, sys; from attnbook.bench.attention import allocator_run; "
+            f"print(json.dumps(allocator_run({list(lengths)!r}, {rounds}, {math})))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_allocator(lengths: list[int], repeats: int = 3, rounds: int = 15) -> None:
+    """Page faults and tiled / plain time ratios with glibc's default allocator and with freed memory kept."""
+    page = resource.getpagesize()
+    settings = {"default": False, "kept": True}
+    runs: dict[str, list[dict]] = {name: [] for name in settings}
+    for _ in range(repeats):  # the two settings' processes alternate, so that both see the same load
+        for name, keep in settings.items():
+            runs[name].append(allocator_child(lengths, keep, rounds))
+    print(f"\nallocator: float32, one head, d_head = {D_HEAD}, tiles of {BLOCK}; {repeats} processes per setting, "
+          "alternating; 'kept' = " + " ".join(f"{k}={v}" for k, v in KEEP_FREED_MEMORY.items()))
+    print(f"minor page faults per call (median of 3 calls), in {page}-byte pages and in float32 T x T arrays' "
+          "worth (NumPy asks for 2 MiB pages for arrays of 4 MiB and more, which the kernel may grant: then one "
+          f"fault maps 512 pages); time: ratio of the fastest of {rounds} interleaved rounds (the least disturbed), "
+          "one figure per process")
+    print(f"{'T':>6} {'allocator':>9} | {'plain faults':>12} {'arrays':>6} | {'tiled faults':>12} | "
+          f"{'math faults':>11} {'arrays':>6} | {'tiled / plain':>15} | {'math / plain':>13} | "
+          f"{'plain: kept / default':>21}")
+    for T in lengths:
+        array_pages = 4 * T * T / page
+        best_ms = {name: [{k: min(v["seconds"]) for k, v in run[str(T)].items()} for run in rs]
+                     for name, rs in runs.items()}
+        for name, rs in runs.items():
+            f = {k: max(run[str(T)][k]["faults"] for run in rs) for k in rs[0][str(T)]}  # the most of the processes
+            tiled = "/".join(f"{m['numpy tiled'] / m['numpy plain']:.2f}" for m in best_ms[name])
+            math = "/".join(f"{m['torch math'] / m['numpy plain']:.2f}" for m in best_ms[name])
+            kept = ""
+            if name == "kept":
+                kept = "/".join(f"{k['numpy plain'] / d['numpy plain']:.2f}"
+                                for k, d in zip(best_ms["kept"], best_ms["default"], strict=True))
+            print(f"{T:>6} {name:>9} | {f['numpy plain']:>12.0f} {f['numpy plain'] / array_pages:>6.2f} | "
+                  f"{f['numpy tiled']:>12.0f} | {f['torch math']:>11.0f} {f['torch math'] / array_pages:>6.2f} | "
+                  f"{tiled:>15} | {math:>13} | {kept:>21}", flush=True)
+
+
 def bench_attention(lengths: list[int], max_plain_gib: float) -> None:
     backends = cpu_backends()
     blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
@@ -206,3 +294,5 @@ def bench_attention(lengths: list[int], max_plain_gib: float) -> None:
     bench_lengths(lengths, max_plain_gib, backends)
     bench_causal(4096, backends)
     bench_gqa()
+    bench_allocator([T for T in lengths if T <= 4096])
+
