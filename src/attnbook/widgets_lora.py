@@ -70,21 +70,23 @@ def lora_explorer(runs: dict[str, dict], total: int, new_name: str = "new text",
 
 
 def forgetting_figure(runs: dict[str, dict], new_name: str = "new text", old_name: str = "old text"):
-    """Where each run ends: its loss on the old text (x) against its loss on the new one (y), from where the
-    base model starts (the runs' common first measurement), each point labelled with its trainable parameters
-    (chapter 27). Down is learning, right is forgetting. Returns the figure."""
+    """The trade-off as training goes: each run's loss on the old text (x) against its loss on the new one (y)
+    at every measurement, a line from where the base model starts (the runs' common first measurement) through
+    each recorded step to a large dot where the run ends, labelled with its trainable parameters (chapter 27).
+    Down is learning, right is forgetting; at one height, the run further left has forgotten less for the same
+    learning. Returns the figure."""
     _check_runs(runs)
     first = next(iter(runs.values()))
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot(first["old"][0], first["new"][0], "k*", ms=12, label="base model, before fine-tuning")
     for k, (name, run) in enumerate(runs.items()):
-        ax.annotate("", (run["old"][-1], run["new"][-1]), (first["old"][0], first["new"][0]),
-                    arrowprops={"arrowstyle": "->", "color": f"C{k}", "alpha": 0.4})
+        ax.plot(run["old"], run["new"], ".-", color=f"C{k}", ms=5, lw=1, alpha=0.6)  # every measurement, in order
         ax.plot(run["old"][-1], run["new"][-1], "o", color=f"C{k}", ms=8,
                 label=f"{name}: {run['trainable']:,} trainable")
+    steps = ", ".join(str(s) for s in first["steps"])
     ax.set_xlabel(f"validation loss on {old_name} (nats; right: forgotten)")
     ax.set_ylabel(f"validation loss on {new_name} (nats; down: learned)")
-    ax.set_title("what each way of fine-tuning learns and forgets")
+    ax.set_title(f"what each way of fine-tuning learns and forgets, measured at steps {steps}", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

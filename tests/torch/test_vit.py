@@ -341,3 +341,35 @@ def test_digits_split_is_seeded_disjoint_and_scaled():
     assert not torch.equal(load_digits_split(seed=1).y_test, a.y_test)
     with pytest.raises(ValueError, match="at most 1796"):
         load_digits_split(n_test=1797)
+
+
+def _bilinear_by_hand(image: np.ndarray, scale: int) -> np.ndarray:
+    """Bilinear enlargement written from its definition: new pixel ``u`` reads old position ``(u + 0.5) / scale
+    - 0.5``, clamped to the image, and mixes the two old pixels either side by their distances."""
+    n = image.shape[0]
+    out = np.zeros((n * scale, n * scale))
+    for u in range(n * scale):
+        for v in range(n * scale):
+            value = 0.0
+            pu = min(max((u + 0.5) / scale - 0.5, 0.0), n - 1)
+            pv = min(max((v + 0.5) / scale - 0.5, 0.0), n - 1)
+            i0, j0 = int(np.floor(pu)), int(np.floor(pv))
+            for i, wi in ((i0, 1 - (pu - i0)), (min(i0 + 1, n - 1), pu - i0)):
+                for j, wj in ((j0, 1 - (pv - j0)), (min(j0 + 1, n - 1), pv - j0)):
+                    value += wi * wj * image[i, j]
+            out[u, v] = value
+    return out
+
+
+@pytest.mark.parametrize("scale", [2, 4])
+def test_enlarged_digits_are_the_bilinear_interpolation_of_the_originals_exactly(scale):
+    pytest.importorskip("sklearn")
+    from attnbook.data.digits import load_digits_split
+
+    small, big = load_digits_split(), load_digits_split(scale=scale)
+    assert big.X_test.shape == (360, 1, 8 * scale, 8 * scale) and torch.equal(big.y_test, small.y_test)
+    for k in (0, 7, 359):
+        want = _bilinear_by_hand(small.X_test[k, 0].double().numpy(), scale)
+        assert np.array_equal(big.X_test[k, 0].double().numpy(), want)  # exact: every weight is a power-of-2 fraction
+    with pytest.raises(ValueError, match="scale must be 1, 2 or 4"):
+        load_digits_split(scale=3)

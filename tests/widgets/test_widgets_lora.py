@@ -25,12 +25,16 @@ def test_the_curves_show_the_chosen_run_and_its_share_of_the_parameters():
     plt.close(fig)
 
 
-def test_the_static_figure_puts_each_run_where_it_ends():
+def test_the_static_figure_draws_each_run_through_every_measurement_to_where_it_ends():
     fig = forgetting_figure(RUNS)
     (ax,) = fig.axes
     points = {line.get_label(): (line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines}
     assert points["base model, before fine-tuning"] == (1.9, 3.0)
     assert points["full: 1,000 trainable"] == (2.6, 1.6) and points["rank 1: 10 trainable"] == (2.05, 2.2)
+    paths = [line for line in ax.lines if len(line.get_xdata()) > 1]
+    assert [(list(line.get_xdata()), list(line.get_ydata())) for line in paths] == [
+        (run["old"], run["new"]) for run in RUNS.values()]  # (old, new) at steps 0, 50 and 100, in order
+    assert ax.get_title().endswith("at steps 0, 50, 100")
     plt.close(fig)
 
 

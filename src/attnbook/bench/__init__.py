@@ -16,6 +16,10 @@ multi-query attention.
 bpe (chapter 23): the small CPU recipe on characters and on byte-pair tokens of several vocabulary
 sizes, same model, steps, batch and context in tokens; validation bits per character on the same
 text, parameters, training time, and a sample from each.
+vit (chapter 26): the ViT (mean pooling, and a class token) and the convolutional network of chapter 26,
+trained with its recipe on several numbers of training digits and several seeds: test digits right per run,
+their mean and spread, and the network's lead over the ViT seed by seed.
+
 mlm (chapter 24): the encoder-only model trained by masked language modelling and the GPT of the same
 size, steps, batches and seed, each scored on the same masked positions of the whole validation text,
 with the counting baselines.
@@ -47,6 +51,7 @@ from attnbook.bench.modern import MODERN_ARMS, bench_modern
 from attnbook.bench.rotary import bench_rotary
 from attnbook.bench.seq2seq import bench_seq2seq
 from attnbook.bench.speedrun import VARIANTS, bench_speedrun, speedrun_configs
+from attnbook.bench.vit import bench_vit
 from attnbook.tasks import TASKS
 from attnbook.training.lm import PRESETS
 
@@ -62,6 +67,7 @@ BENCHMARKS = {
     "bpe": "characters against byte-pair tokens, in bits per character",
     "mlm": "masked language modelling against the GPT on the same masked positions",
     "speedrun": "seconds of training to a target validation loss, per variant and seed",
+    "vit": "the ViT against the convolutional network, several seeds and numbers of training digits",
 }
 
 
@@ -122,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the blocks compared; the first is the one the others are timed against. Choose from: "
                              + "; ".join(f"'{a}'" for a in MODERN_ARMS))
     modern.add_argument("--threads", type=at_least(1), default=1, help="CPU threads for PyTorch")
+    vit = command("vit")
+    vit.add_argument("--steps", type=at_least(1), default=600, help="training steps of every model")
+    vit.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one model per seed, arm and size")
+    vit.add_argument("--sizes", type=at_least(1), nargs="+", default=[360, 720, 1437],
+                     help="numbers of training digits (the first n of the chapter's 1,437)")
+    vit.add_argument("--class-token-sizes", type=at_least(1), nargs="*", default=[1437],
+                     help="the sizes at which the class-token ViT is trained too")
     return parser
 
 
@@ -148,5 +161,6 @@ def main(argv: list[str] | None = None) -> None:
         "bpe": lambda: bench_bpe(args.steps, args.vocab_sizes, args.char_contexts),
         "mlm": lambda: bench_mlm(args.preset, args.steps),
         "speedrun": lambda: bench_speedrun(args.variants, args.seeds, args.target, eval_every=args.eval_every),
+        "vit": lambda: bench_vit(args.steps, args.seeds, args.sizes, args.class_token_sizes),
     }
     run[args.which]()
