@@ -24,7 +24,8 @@ def listing() -> str:
         from attnbook.bench import BENCHMARKS
         from attnbook.train import MODELS
     except ImportError as e:  # the NumPy part of the package runs without PyTorch; these do not
-        return f"attnbook train and attnbook bench need PyTorch, which is not installed ({e}): pip install torch"
+        return (f"attnbook train and attnbook bench need PyTorch, which is not installed ({e}): "
+                "pip install 'attnbook[torch]'")
     rows = [(f"attnbook train {name}", text) for name, text in MODELS.items()]
     rows += [(f"attnbook bench {name}", text) for name, text in BENCHMARKS.items()]
     width = max(len(command) for command, _ in rows)

@@ -27,7 +27,10 @@ from attnbook._fields import FieldError, count, flag, real, text
 from attnbook._files import atomic_write
 from attnbook.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from attnbook.training.distributed import DistInfo, mean_over_processes
+from attnbook.training.muon import MuonAdamW
 from attnbook.training.optimisation import Optimisation, make_optimizer, optimizer_step
+
+Optimizer = torch.optim.Optimizer | MuonAdamW  # what Optimisation.build_optimizer returns
 
 __all__ = ["CHECKPOINT_KEYS", "TrainConfig", "TrainResult", "from_presets", "make_optimizer", "optimizer_step",
            "set_seed", "train"]
@@ -124,6 +127,17 @@ class TrainResult:
         return [(entry["step"], entry[self.metric]) for entry in self.log if self.metric in entry]
 
 
+@dataclass
+class _Run:
+    """What a checkpoint keeps besides the model and the optimizer: the batches' generator, further generators by
+    name, the entries a run saves beside its weights (a tokenizer), and the record so far."""
+
+    generator: torch.Generator
+    rngs: dict[str, torch.Generator]
+    saved: dict[str, Any]
+    result: TrainResult
+
+
 def _reached(value: float, target: float | None, lower_is_better: bool) -> bool:
     return target is not None and (value <= target if lower_is_better else value >= target)
 
@@ -178,8 +192,9 @@ def train(
     result = TrainResult(metric=metric) if result is None else result
     saved = saved or {}
     is_main = dist is None or dist.is_main
+    run = _Run(g, rngs or {}, saved, result)
     if resume:
-        _resume(out_dir / "ckpt.pt", model, optimizer, g, config, result, saved, rngs or {})
+        _resume(out_dir / "ckpt.pt", model, optimizer, config, run)
     start = result.steps_done
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc="training",
                disable=not (config.progress and is_main))
@@ -206,7 +221,7 @@ def train(
                 last = True
         result.log.append(entry)
         if check and out_dir is not None and is_main:
-            _save(out_dir, model, optimizer, g, config, result, saved, rngs or {})
+            _save(out_dir, model, optimizer, config, run)
         if last:
             break
     bar.close()
@@ -214,13 +229,14 @@ def train(
     return result
 
 
-def _save(out_dir: Path, model, optimizer, generator, config, result: TrainResult, saved, rngs) -> None:
+def _save(out_dir: Path, model: torch.nn.Module, optimizer: Optimizer, config: TrainConfig, run: _Run) -> None:
+    result, rngs = run.result, run.rngs
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": result.steps_done,
-             "generator": generator.get_state(), "torch_rng": torch.get_rng_state(), "config": asdict(config),
+             "generator": run.generator.get_state(), "torch_rng": torch.get_rng_state(), "config": asdict(config),
              # Dropout on a GPU draws from the GPU's own generators, which the CPU's state does not cover.
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
              **({"rngs": {k: r.get_state() for k, r in rngs.items()}} if rngs else {}),
-             **saved, "log": result.log, "train_seconds": result.train_seconds}
+             **run.saved, "log": result.log, "train_seconds": result.train_seconds}
     save_checkpoint(state, out_dir / "ckpt.pt")
     atomic_write(out_dir / "log.json", lambda f: f.write(json.dumps(result.log).encode()))
 
@@ -247,8 +263,8 @@ def require_keys(state: dict[str, Any], keys: tuple[str, ...], path: str | os.Pa
                                  f"{', '.join(map(repr, missing))} (it has {has})")
 
 
-def _resume(path: Path, model, optimizer, generator, config: TrainConfig, result: TrainResult,
-            saved: dict[str, Any], rngs: dict[str, torch.Generator]) -> None:
+def _resume(path: Path, model: torch.nn.Module, optimizer: Optimizer, config: TrainConfig, run: _Run) -> None:
+    saved, rngs, result = run.saved, run.rngs, run.result
     state = load_checkpoint(path)
     require_keys(state, CHECKPOINT_KEYS, path)
     old = saved_config(state, type(config), path)
@@ -275,7 +291,7 @@ def _resume(path: Path, model, optimizer, generator, config: TrainConfig, result
     optimizer.load_state_dict(state["optimizer"])
     for group, setting in zip(optimizer.param_groups, settings, strict=True):
         group.update(setting)
-    generator.set_state(state["generator"])
+    run.generator.set_state(state["generator"])
     for name, rng in rngs.items():
         rng.set_state(state["rngs"][name])
     torch.set_rng_state(state["torch_rng"])
