@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     modern.add_argument("--threads", type=at_least(1), default=1, help="CPU threads for PyTorch")
     vit = command("vit")
     vit.add_argument("--steps", type=at_least(1), default=600, help="training steps of every model")
-    vit.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one model per seed, arm and size")
+    vit.add_argument("--seeds", type=at_least(0), nargs="+", default=[0, 1, 2], help="one model per seed, arm and size")
     vit.add_argument("--sizes", type=at_least(1), nargs="+", default=[360, 720, 1437],
                      help="numbers of training digits (the first n of the chapter's 1,437)")
     vit.add_argument("--class-token-sizes", type=at_least(1), nargs="*", default=[1437],
