@@ -8,7 +8,7 @@ displays the package's own code in a chapter.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from attnbook._show import show
+from attnbook._lazy import lazy_exports
 
 try:
     # The version is written once, in pyproject.toml; the installed package's metadata carries it.
@@ -16,4 +16,6 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
+# attnbook.show, imported on first use (it needs neither torch nor anything above it).
+__getattr__, __dir__ = lazy_exports("attnbook", {"show": "_show"})
 __all__ = ["__version__", "show"]
