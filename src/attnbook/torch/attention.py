@@ -48,11 +48,17 @@ def scaled_dot_product_attention(
     Returns ``(output, weights)`` of shapes ``(..., T_q, d_v)`` and ``(..., T_q, T_k)``; a query
     whose keys are all masked gets zero weights and a zero output.
     """
-    for name, x in (("Q", Q), ("K", K), ("V", V)):
-        require_tensor(name, x)
-    Q, K, V = as_float("Q", Q), as_float("K", K), as_float("V", V)
-    check_qkv_shapes(tuple(Q.shape), tuple(K.shape), tuple(V.shape))
+    Q, K, V = _checked_qkv(Q, K, V)
     scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     scores = (Q @ K.transpose(-2, -1)) * scale  # (..., T_q, T_k)
     weights = masked_softmax(scores, mask)  # (..., T_q, T_k); checks the mask
     return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+def _checked_qkv(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``Q``, ``K`` and ``V`` as floating tensors, once their shapes are checked to fit together."""
+    for name, x in (("Q", Q), ("K", K), ("V", V)):
+        require_tensor(name, x)
+    Q, K, V = as_float("Q", Q), as_float("K", K), as_float("V", V)
+    check_qkv_shapes(tuple(Q.shape), tuple(K.shape), tuple(V.shape))
+    return Q, K, V

@@ -72,8 +72,7 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, self_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
-        if (memory is None) != (self.cross_attn is None):
-            raise ValueError("memory (the encoder output) is required exactly when the block has cross-attention")
+        self._check_memory(memory)
         if self.norm_first:
             h = self.norm1(x)
             x = x + self.drop1(self.self_attn(h, mask=self_mask, causal=True, cache=cache)[0])
@@ -84,3 +83,7 @@ class DecoderBlock(nn.Module):
         if self.cross_attn is not None:
             x = self.norm2(x + self.drop2(self.cross_attn(x, memory, mask=memory_mask)[0]))
         return self.norm3(x + self.drop3(self.ff(x)))
+
+    def _check_memory(self, memory: torch.Tensor | None) -> None:
+        if (memory is None) != (self.cross_attn is None):
+            raise ValueError("memory (the encoder output) is required exactly when the block has cross-attention")

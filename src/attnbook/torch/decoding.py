@@ -75,6 +75,20 @@ def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float =
     sliding-window attention, which equals ``model(ids, window=block_size)``. With more than one layer
     that differs from recomputing the last window from scratch, whose earlier tokens see less context.
     """
+    _check_generate(model, ids, max_new_tokens, use_cache, sliding_cache)
+    with eval_mode(model):  # whatever happens, the model goes back to the mode it was in
+        block = model.config.block_size
+        cache = KVCache(max_length=block if sliding_cache else None) if use_cache else None
+        logits = model(ids[:, -block:], cache=cache)[:, -1, :]  # (B, V): the prediction for the next token
+        for step in range(max_new_tokens):
+            next_id = sample_next(logits, temperature, top_k, greedy, generator)  # (B, 1)
+            ids = torch.cat([ids, next_id], dim=1)  # (B, T + step + 1)
+            if step + 1 < max_new_tokens:
+                logits, cache = _next_logits(model, ids, cache, sliding_cache)
+    return ids
+
+
+def _check_generate(model, ids: torch.Tensor, max_new_tokens: int, use_cache: bool, sliding_cache: bool) -> None:
     if ids.dim() != 2 or ids.shape[1] == 0:
         raise ValueError(f"ids must have shape (B, T) with T >= 1; got {tuple(ids.shape)}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
@@ -82,23 +96,17 @@ def generate(model, ids: torch.Tensor, max_new_tokens: int, temperature: float =
     if sliding_cache and not (use_cache and getattr(model.config, "positions", "learned") == "rotary"):
         raise ValueError("sliding_cache=True needs use_cache=True and a model with positions='rotary' (learned "
                          "positions change when the window slides, so their cached keys would be stale)")
-    with eval_mode(model):  # whatever happens, the model goes back to the mode it was in
-        block = model.config.block_size
-        cache = KVCache(max_length=block if sliding_cache else None) if use_cache else None
-        logits = model(ids[:, -block:], cache=cache)[:, -1, :]  # (B, V): the prediction for the next token
-        for step in range(max_new_tokens):
-            next_id = sample_next(logits, temperature, top_k, greedy, generator)  # (B, 1)
-            ids = torch.cat([ids, next_id], dim=1)
-            if step + 1 == max_new_tokens:
-                break
-            if cache is not None and (cache.length < block or sliding_cache):
-                logits = model(next_id, cache=cache)[:, -1, :]  # only the new token goes through the model
-            else:
-                # The window has slid: with learned absolute positions every token has a new position, so
-                # every cached key and value is stale. From here on each step recomputes the whole window.
-                cache = None
-                logits = model(ids[:, -block:])[:, -1, :]
-    return ids
+
+
+def _next_logits(model, ids: torch.Tensor, cache: KVCache | None,
+                 sliding_cache: bool) -> tuple[torch.Tensor, KVCache | None]:
+    """The logits ``(B, V)`` for the token after ``ids``, whose last token is new, and the cache to go on with."""
+    block = model.config.block_size
+    if cache is not None and (cache.length < block or sliding_cache):
+        return model(ids[:, -1:], cache=cache)[:, -1, :], cache  # only the new token goes through the model
+    # Without a cache, or once the window has slid: with learned absolute positions every token has a new
+    # position, so every cached key and value is stale. From here on each step recomputes the whole window.
+    return model(ids[:, -block:])[:, -1, :], None
 
 
 @torch.no_grad()

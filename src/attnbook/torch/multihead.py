@@ -182,31 +182,39 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         q, k, v = self._project(x_q, x_kv, cache)  # (B, h, T_q, d_head) and (B, h_kv, T_k, d_head) twice
         need_weights = need_weights or self.record
-        T_k = k.shape[-2]
-        # A sliding cache: each query sees the last max_length positions, itself included.
-        window = cache.max_length if cache is not None and cache.max_length is not None and T_k > cache.max_length \
-            else None
-        # The fused kernel builds the square causal mask itself; any other mask is passed in whole.
-        fused_causal = causal and mask is None and window is None and q.shape[-2] == T_k and not need_weights
-        mask = self._mask(mask, causal and not fused_causal, window, tuple(x_q.shape[:-1]), T_k, x_q.device)
-        if self.n_kv_heads != self.n_heads:  # each key-value head meets its group of query heads
-            group = self.n_heads // self.n_kv_heads
-            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)  # (B, h, T_k, d_head)
+        mask, fused_causal = self._attention_mask(mask, causal, need_weights, cache, x_q, T_k=k.shape[-2])
+        k, v = self._repeat_kv(k), self._repeat_kv(v)  # (B, h, T_k, d_head)
         dropout = self.dropout if self.training else 0.0
-        if not need_weights:
+        if not need_weights:  # PyTorch's fused kernel: the same softmax(q k^T / sqrt(d_head)) v, faster
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=fused_causal)
             return self.out_proj(merge_heads(out)), None
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T_q, T_k)
-        weights = masked_softmax(scores, mask)
+        weights = masked_softmax(scores, mask)  # (B, h, T_q, T_k), each row sums to 1 (or is all zero)
         # Attention dropout acts on the weights, before the product with V (as the fused kernel does).
         weights = F.dropout(weights, dropout, self.training) if dropout else weights
         if self.record:
             self.last_weights = weights.detach()
-        return self.out_proj(merge_heads(weights @ v)), weights
+        out = weights @ v  # (B, h, T_q, d_head)
+        return self.out_proj(merge_heads(out)), weights  # heads side by side (B, T_q, d_model), then W_o
 
     def _project(self, x_q: torch.Tensor, x_kv: torch.Tensor | None,
                  cache: KVCache | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Checked inputs to per-head queries, keys and values: normalised, rotated and cached as configured."""
+        x_kv = self._check_inputs(x_q, x_kv, cache)
+        q = _heads(self.q_proj(x_q), self.n_heads)  # (B, h, T_q, d_head)
+        k = _heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, h_kv, T_new, d_head)
+        v = _heads(self.v_proj(x_kv), self.n_kv_heads)
+        if self.qk_norm:  # per head, before the rotation (which keeps each vector's length anyway)
+            q, k = self._rms(q), self._rms(k)
+        if self.rotary:
+            q, k = self._rotate(q, k, cache)
+        if cache is not None:
+            k, v = cache.update(self, k, v)  # (B, h_kv, T_seen + T_new, d_head)
+        return q, k, v
+
+    def _check_inputs(self, x_q: torch.Tensor, x_kv: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
+        """The context ``x_kv`` (``x_q`` itself for self-attention), once the inputs are checked: the one shape
+        check of the forward pass; what follows uses the unchecked helpers."""
         if cache is not None and x_kv is not None and x_kv is not x_q:
             raise ValueError("a KVCache serves self-attention only; got a separate x_kv")
         if self.rotary and x_kv is not None and x_kv is not x_q:
@@ -215,22 +223,39 @@ class MultiHeadAttention(nn.Module):
         x_kv = x_q if x_kv is None else x_kv
         require_tensor("x_q", x_q)
         require_tensor("x_kv", x_kv)
-        # The one shape check of the forward pass; what follows uses the unchecked helpers.
         check_mha_shapes(tuple(x_q.shape), tuple(x_kv.shape), tuple(self.W_q.shape), tuple(self.W_k.shape),
                          self.d_model, self.n_heads)
-        q = _heads(self.q_proj(x_q), self.n_heads)  # (B, h, T_q, d_head)
-        k = _heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, h_kv, T_new, d_head)
-        v = _heads(self.v_proj(x_kv), self.n_kv_heads)
-        if self.qk_norm:  # per head, before the rotation (which keeps each vector's length anyway)
-            q = F.rms_norm(q, q.shape[-1:], eps=QK_NORM_EPS)
-            k = F.rms_norm(k, k.shape[-1:], eps=QK_NORM_EPS)
-        if self.rotary:
-            # The new tokens sit after every position that went through the cache (dropped ones included).
-            start = cache.seen.get(self, 0) if cache is not None else 0
-            q, k = self.rope(q, start), self.rope(k, start)  # cached keys stay rotated
-        if cache is not None:
-            k, v = cache.update(self, k, v)  # (B, h_kv, T_seen + T_new, d_head)
-        return q, k, v
+        return x_kv
+
+    @staticmethod
+    def _rms(x: torch.Tensor) -> torch.Tensor:
+        """Query-key normalisation: each head's vectors divided by their root mean square (no learned scale)."""
+        return F.rms_norm(x, x.shape[-1:], eps=QK_NORM_EPS)
+
+    def _rotate(self, q: torch.Tensor, k: torch.Tensor,
+                cache: KVCache | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotary positions: queries and keys turned by their absolute positions (chapter 21)."""
+        # The new tokens sit after every position that went through the cache (dropped ones included).
+        start = cache.seen.get(self, 0) if cache is not None else 0
+        return self.rope(q, start), self.rope(k, start)  # cached keys stay rotated
+
+    def _repeat_kv(self, x: torch.Tensor) -> torch.Tensor:
+        """Grouped-query attention: each of the ``n_kv_heads`` key or value heads repeated for its group of query
+        heads, ``(B, h_kv, T, d_head)`` to ``(B, h, T, d_head)``; unchanged when every head has its own."""
+        if self.n_kv_heads == self.n_heads:
+            return x
+        return x.repeat_interleave(self.n_heads // self.n_kv_heads, dim=-3)
+
+    def _attention_mask(self, mask: torch.Tensor | None, causal: bool, need_weights: bool, cache: KVCache | None,
+                        x_q: torch.Tensor, T_k: int) -> tuple[torch.Tensor | None, bool]:
+        """The mask every head shares and whether the fused kernel should build the causal one itself (it does so
+        when the causal mask is the only one, square, and no weights are asked for)."""
+        # A sliding cache: each query sees the last max_length positions, itself included.
+        window = cache.max_length if cache is not None and cache.max_length is not None and T_k > cache.max_length \
+            else None
+        fused_causal = causal and mask is None and window is None and x_q.shape[-2] == T_k and not need_weights
+        mask = self._mask(mask, causal and not fused_causal, window, tuple(x_q.shape[:-1]), T_k, x_q.device)
+        return mask, fused_causal
 
     @staticmethod
     def _mask(mask: torch.Tensor | None, causal: bool, window: int | None, query_shape: tuple[int, ...], T_k: int,

@@ -351,32 +351,42 @@ class GPT(nn.Module):
                 nn.init.normal_(p, 0.0, std)
 
     def forward(self, ids: torch.Tensor, cache: KVCache | None = None, window: int | None = None) -> torch.Tensor:
+        self._check_forward(ids, cache, window)
+        B, T = ids.shape
+        x = self.tok(ids)  # (B, T, d_model)
+        if self.pos is not None:  # learned positions; rotary ones enter inside attention instead
+            offset = cache.length if cache is not None else 0  # the tokens already cached come first
+            x = x + self.pos(T, offset)
+        x = self.drop(x)
+        self_mask = None if window is None else sliding_window_mask(T, window=window).to(ids.device)
+        for block in self.blocks:
+            x = block(x, self_mask=self_mask, cache=cache)  # (B, T, d_model)
+        x = self.norm(x)
+        # (B, T, vocab_size); tied, the unembedding is the embedding table
+        logits = self.head(x) if self.head is not None else x @ self.tok.E.T
+        cap = self.config.logit_softcap
+        return logits if cap is None else cap * torch.tanh(logits / cap)
+
+    def _check_forward(self, ids: torch.Tensor, cache: KVCache | None, window: int | None) -> None:
+        """Refuses ids that are not ``(B, T)``, a window with a cache, a cache another model filled, and, with
+        learned positions, a sliding cache or more than ``block_size`` positions in all."""
         if ids.dim() != 2:
             raise ValueError(f"ids must have shape (B, T); got {tuple(ids.shape)}")
-        B, T = ids.shape
+        T = ids.shape[1]
         if window is not None and cache is not None:
             raise ValueError("window applies to a forward pass without a cache; for a sliding cache use "
                              "KVCache(max_length=window)")
         if cache is not None:
             cache.claim(self)  # a cache filled by another model would feed this one its keys
         if self.pos is None:  # rotary: positions enter inside attention, and any length runs
-            x = self.drop(self.tok(ids))  # (B, T, d_model)
-        else:
-            if cache is not None and cache.max_length is not None:
-                raise ValueError("a sliding KVCache (max_length set) needs positions='rotary': with learned "
-                                 "positions every cached token changes position when the window slides")
-            offset = cache.length if cache is not None else 0
-            if offset + T > self.config.block_size:
-                seen = f" after {offset} cached tokens" if offset else ""
-                raise ValueError(f"sequence of length {T}{seen} is longer than block_size = {self.config.block_size}")
-            x = self.drop(self.tok(ids) + self.pos(T, offset))  # (B, T, d_model)
-        self_mask = None if window is None else sliding_window_mask(T, window=window).to(ids.device)
-        for block in self.blocks:
-            x = block(x, self_mask=self_mask, cache=cache)
-        # (B, T, vocab_size); tied, the unembedding is the embedding table
-        logits = self.head(self.norm(x)) if self.head is not None else self.norm(x) @ self.tok.E.T
-        cap = self.config.logit_softcap
-        return logits if cap is None else cap * torch.tanh(logits / cap)
+            return
+        if cache is not None and cache.max_length is not None:
+            raise ValueError("a sliding KVCache (max_length set) needs positions='rotary': with learned "
+                             "positions every cached token changes position when the window slides")
+        offset = cache.length if cache is not None else 0
+        if offset + T > self.config.block_size:
+            seen = f" after {offset} cached tokens" if offset else ""
+            raise ValueError(f"sequence of length {T}{seen} is longer than block_size = {self.config.block_size}")
 
     def n_params(self, include_positions: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
