@@ -10,7 +10,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "attnbook"
 FLOORS = {
-    0: {"_validate", "_fields", "_files", "_lazy", "_cli", "_show"},  # checks and helpers that know nothing of attention
+    # checks and helpers that know nothing of attention
+    0: {"_validate", "_fields", "_files", "_lazy", "_cli", "_show"},
     1: {"numpy", "data", "tasks"},  # Part I's NumPy, the data sets and the toy tasks
     2: {"torch"},  # Part II on: the PyTorch twins and the models
     3: {"training", "plotting", "interop"},  # what trains, draws and converts the models
