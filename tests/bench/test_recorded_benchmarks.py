@@ -50,3 +50,33 @@ def test_chapter_25_computes_from_the_committed_benchmark_output(name, output):
     assert recorded, f"no run lines in notebooks/bench/{output}"
     assert all(len(runs) == 3 for runs in recorded.values())  # three seeds per variant
     assert typed_in("25_training_faster.ipynb", name) == recorded
+
+
+def markdown_of(notebook: str) -> str:
+    """Every markdown cell of ``notebook``, joined."""
+    cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_chapter_17_quotes_the_recipe_losses_of_the_committed_output():
+    """Chapter 17's table of the cpu-small recipe is chapter 22's GPT-2 arm, seed by seed, as
+    notebooks/bench/22_modern.txt prints it."""
+    recorded = dict(re.findall(r"^\s+gpt2 seed (\d+): val loss ([\d.]+),", (ROOT / "notebooks" / "bench" /
+                                                                          "22_modern.txt").read_text(), re.M))
+    assert set(recorded) == {"1337", "1", "2"}
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| seed (\d+)[^|]*\| \**([\d.]+)\** \|",
+                                                           markdown_of("17_training_gpt.ipynb"), re.M)}
+    assert rows == recorded
+
+
+def test_chapter_16_quotes_the_committed_seq2seq_output():
+    """Chapter 16's table of the three tasks is notebooks/bench/16_seq2seq.txt's rows: steps, exact matches and
+    parameters, task by task."""
+    recorded = {m.group(1): (f"{int(m.group(2)):,}", m.group(3), m.group(4), m.group(5)) for m in re.finditer(
+        r"^\s*(reverse|sort|add)\s+\S+\s+(\d+)\s+[\d.]+\s+\S+\s+([\d.]+%)\s+([\d.]+%)\s+([\d,]+)",
+        (ROOT / "notebooks" / "bench" / "16_seq2seq.txt").read_text(), re.M)}
+    assert recorded, "no task rows in notebooks/bench/16_seq2seq.txt"
+    quoted = {m.group(1): m.groups()[1:] for m in re.finditer(
+        r"^\| (reverse|sort|add) \| [^|]+ \| ([\d,]+) \| ([\d.]+%) \| ([\d.]+%) \| ([\d,]+) \|$",
+        markdown_of("16_training_seq2seq.ipynb"), re.M)}
+    assert quoted == recorded
