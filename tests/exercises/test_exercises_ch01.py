@@ -96,14 +96,15 @@ def test_neighbours_that_rule_out_the_word_itself_with_zero_are_refused():
     assert not verdict and "wrong value" in verdict.message
 
 
-def test_neighbours_that_drop_the_first_column_pass_and_an_off_by_one_is_refused():
-    # Dropping column 0 of the full sort assumes the word itself always comes first; it does, since no two
-    # rows of the cases point the same way, so this answer is right: the checker must accept it.
+def test_neighbours_that_drop_the_first_column_and_an_off_by_one_are_refused():
+    # Dropping column 0 of the full sort assumes the word itself always comes first: not so when another row
+    # points the same way (cosine 1 as well), which one case has.
     def drop_first(E, k):
         unit = E / np.linalg.norm(E, axis=1, keepdims=True)
         return np.argsort(-(unit @ unit.T), axis=1, kind="stable")[:, 1:k + 1]
 
-    assert check_neighbours(drop_first)
+    verdict = check_neighbours(drop_first)
+    assert not verdict and "parallel to the first" in verdict.message
     off_by_one = check_neighbours(lambda E, k: drop_first(E, k)[:, :-1])
     assert not off_by_one and "returned shape" in off_by_one.message
 

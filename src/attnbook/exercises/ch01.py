@@ -20,8 +20,10 @@ def _neighbour_cases() -> list[Case]:
     _, E = toy_word_embeddings()
     cases = [
         Case("the toy embeddings, k=3", (E, 3)),
-        Case("four 2-D rows [[1, 0], [0, 1], [1, 1], [-1, 0.2]], k=2",
-             (np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.2]]), 2)),
+        # The last row is parallel to the first: its cosine with row 0 is 1, as with itself, so sorting and then
+        # dropping the first column may drop row 0 and keep the row itself.
+        Case("five 2-D rows [[1, 0], [0, 1], [1, 1], [-1, 0.2], [2, 0]] (the last parallel to the first), k=2",
+             (np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.2], [2.0, 0.0]]), 2)),
     ]
     # Lengths spread over two orders of magnitude: ranking by dot product then differs from cosine.
     lengths = np.exp(rng.uniform(-2.3, 2.3, size=(9, 1)))
