@@ -48,9 +48,10 @@ def test_every_checker_reports_not_attempted_and_non_functions(check):
     assert "expected a function, got int" in check(3).message
 
 
-def test_answers_written_from_the_definition_pass():
+def test_answers_written_from_the_definition_pass_unless_they_loop_where_the_statement_forbids_it():
     assert check_neighbours(loop_neighbours), check_neighbours(loop_neighbours).message
-    assert check_solve_analogies(loop_analogies), check_solve_analogies(loop_analogies).message
+    verdict = check_solve_analogies(loop_analogies)  # right values, but the statement rules out the loop
+    assert not verdict and "loops over the questions" in verdict.message, verdict.message
 
 
 # --- an answer that calls the package ----------------------------------------------------------------

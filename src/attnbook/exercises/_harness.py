@@ -228,6 +228,7 @@ class Checker:
         """``fn(*args)`` under the time limit and the watch: ``(answer, None)``, or ``(None, problem)``."""
         limit = TIME_LIMIT if self.time_limit is None else self.time_limit
         watch = self.watch(forbidden, fn, args)
+        self._last_watch = watch  # read by a check that counts the answer's calls
         got, problem = None, None
         try:
             # NumPy's own warnings (division by zero, ...) would repeat what the verdict says.
@@ -288,6 +289,8 @@ class BudgetChecker(Checker):
     big_case: Case | None = None
     budget_bytes: int = 0
     budget_hint: str = ""
+    calls_budget: int | None = None  # at most this many calls on the big case: a loop over its rows makes more
+    calls_hint: str = ""
 
     def __call__(self, fn: Any) -> Verdict:
         verdict = super().__call__(fn)
@@ -311,7 +314,12 @@ class BudgetChecker(Checker):
                 tracemalloc.stop()
         if problem is not None:
             return Verdict(False, f"{self.name}: {problem.text}", outcome=problem.outcome)
-        if peak > self.budget_bytes:
+        calls = self._last_watch.events
+        if self.calls_budget is not None and calls > self.calls_budget:
+            return Verdict(False, f"{self.name}: the values are right, but on {self.big_case.label} it made {calls} "
+                                  f"calls, more than the {self.calls_budget} a vectorised answer needs: "
+                                  f"{self.calls_hint}", outcome=Outcome.WRONG_VALUE)
+        if self.budget_bytes and peak > self.budget_bytes:
             return Verdict(False, f"{self.name}: the values are right, but on {self.big_case.label} it held "
                                   f"{peak / 2**20:.1f} MiB at once, more than the {self.budget_bytes / 2**20:.0f} "
                                   f"MiB the computation needs: {self.budget_hint}", outcome=Outcome.WRONG_VALUE)
@@ -504,6 +512,7 @@ class _Watch:
         self.trusted = trusted
         self.inside_allowed: set[int] = set()
         self.called: tuple[str, str, str] | None = None  # (the call, what it is, why it is refused)
+        self.events = 0  # the calls the answer made itself (not those inside something allowed)
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if self.trusted:
@@ -530,6 +539,8 @@ class _Watch:
             self.called = (named, what, why)
 
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        if not self.inside_allowed and event in ("call", "c_call"):
+            self.events += 1
         if event == "call":
             if self.inside_allowed or self.called is not None:
                 return

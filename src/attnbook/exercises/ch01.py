@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.data import toy_word_embeddings
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake
 from attnbook.numpy import analogy, cosine_similarity, nearest, pairwise_cosine_similarity
 
 # The package's own similarity search: an answer that calls one of these has not written the search.
@@ -144,7 +144,14 @@ def _analogy_by_dot(a, b, c, E) -> np.ndarray:
     return _best(S)
 
 
-check_solve_analogies = Checker(
+def _analogies_big_case() -> Case:
+    rng = np.random.default_rng(104)
+    E = rng.normal(size=(200, 16))
+    abc = np.stack([rng.choice(200, size=3, replace=False) for _ in range(500)])
+    return Case("500 random analogies, 200 words in d=16", (abc[:, 0], abc[:, 1], abc[:, 2], E))
+
+
+check_solve_analogies = BudgetChecker(
     name="solve_analogies",
     doc="Check ``fn(a, b, c, E) -> (n,) ints``: for each ``q``, the row of ``E`` most cosine-similar to "
         "``E[b[q]] - E[a[q]] + E[c[q]]``, leaving out ``a[q]``, ``b[q]`` and ``c[q]``.",
@@ -159,6 +166,11 @@ check_solve_analogies = Checker(
         Mistake(_analogy_by_dot, "rank by cosine, not by dot product: the rows of E have different lengths."),
     ),
     forbidden=_SIMILARITY,
+    big_case=_analogies_big_case(),
+    calls_budget=250,  # a handful per array operation; a loop over the 500 questions makes 500 at the least
+    calls_hint="it loops over the questions in Python, which the statement rules out. Build all the targets at "
+               "once, (n, d), score them against every word, (n, V), and rule out each row's three words by "
+               "indexing with (row, column) pairs.",
 )
 
 
