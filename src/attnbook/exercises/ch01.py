@@ -146,9 +146,9 @@ def _analogy_by_dot(a, b, c, E) -> np.ndarray:
 
 def _analogies_big_case() -> Case:
     rng = np.random.default_rng(104)
-    E = rng.normal(size=(200, 16))
-    abc = np.stack([rng.choice(200, size=3, replace=False) for _ in range(500)])
-    return Case("500 random analogies, 200 words in d=16", (abc[:, 0], abc[:, 1], abc[:, 2], E))
+    E = rng.normal(size=(60, 16))
+    abc = np.stack([rng.choice(60, size=3, replace=False) for _ in range(200)])
+    return Case("200 random analogies, 60 words in d=16", (abc[:, 0], abc[:, 1], abc[:, 2], E))
 
 
 check_solve_analogies = BudgetChecker(
@@ -167,7 +167,7 @@ check_solve_analogies = BudgetChecker(
     ),
     forbidden=_SIMILARITY,
     big_case=_analogies_big_case(),
-    calls_budget=250,  # a handful per array operation; a loop over the 500 questions makes 500 at the least
+    calls_budget=120,  # a handful per array operation; a loop over the 200 questions makes 200 at the least
     calls_hint="it loops over the questions in Python, which the statement rules out. Build all the targets at "
                "once, (n, d), score them against every word, (n, V), and rule out each row's three words by "
                "indexing with (row, column) pairs.",
