@@ -56,9 +56,12 @@ def test_a_call_hidden_behind_a_caught_exception_is_still_seen():
     assert not check(sneaky)
 
 
-def test_the_reference_itself_and_calls_inside_it_pass():
-    assert check(check.reference)
-    assert check(lambda x: check.reference(x))
+def test_the_reference_itself_and_calls_inside_it_are_refused():
+    verdict = check(check.reference)
+    assert not verdict and "the checker's own reference" in verdict.message and "not an answer" in verdict.message
+    verdict = check(lambda x: check.reference(x))
+    assert not verdict and "the checker's own reference" in verdict.message
+    assert "test_checker_forbidden._reference" in verdict.message
 
 
 def test_the_watch_works_off_the_main_thread_and_is_removed_afterwards():
@@ -81,7 +84,10 @@ def test_a_forbidden_builtin_is_seen():
     args = tuple(torch.randn(2, 3, 4, generator=g, dtype=torch.float64) for _ in range(3))
     checker = Checker(name="attend", doc="Check ``fn(q, k, v) -> out``.", reference=ref, cases=[Case("q, k, v", args)],
                       forbidden=(F.scaled_dot_product_attention,))
-    assert checker(ref)
+    def own_attend(q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+    assert checker(own_attend)
     verdict = checker(lambda q, k, v: F.scaled_dot_product_attention(q, k, v))
     assert not verdict and "scaled_dot_product_attention" in verdict.message
 

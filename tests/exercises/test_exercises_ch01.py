@@ -48,9 +48,10 @@ def test_every_checker_reports_not_attempted_and_non_functions(check):
     assert "expected a function, got int" in check(3).message
 
 
-def test_answers_written_from_the_definition_pass():
+def test_answers_written_from_the_definition_pass_unless_they_loop_where_the_statement_forbids_it():
     assert check_neighbours(loop_neighbours), check_neighbours(loop_neighbours).message
-    assert check_solve_analogies(loop_analogies), check_solve_analogies(loop_analogies).message
+    verdict = check_solve_analogies(loop_analogies)  # right values, but the statement rules out the loop
+    assert not verdict and "loops over the questions" in verdict.message, verdict.message
 
 
 # --- an answer that calls the package ----------------------------------------------------------------
@@ -96,14 +97,15 @@ def test_neighbours_that_rule_out_the_word_itself_with_zero_are_refused():
     assert not verdict and "wrong value" in verdict.message
 
 
-def test_neighbours_that_drop_the_first_column_pass_and_an_off_by_one_is_refused():
-    # Dropping column 0 of the full sort assumes the word itself always comes first; it does, since no two
-    # rows of the cases point the same way, so this answer is right: the checker must accept it.
+def test_neighbours_that_drop_the_first_column_and_an_off_by_one_are_refused():
+    # Dropping column 0 of the full sort assumes the word itself always comes first: not so when another row
+    # points the same way (cosine 1 as well), which one case has.
     def drop_first(E, k):
         unit = E / np.linalg.norm(E, axis=1, keepdims=True)
         return np.argsort(-(unit @ unit.T), axis=1, kind="stable")[:, 1:k + 1]
 
-    assert check_neighbours(drop_first)
+    verdict = check_neighbours(drop_first)
+    assert not verdict and "parallel to the first" in verdict.message
     off_by_one = check_neighbours(lambda E, k: drop_first(E, k)[:, :-1])
     assert not off_by_one and "returned shape" in off_by_one.message
 

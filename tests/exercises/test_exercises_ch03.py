@@ -8,10 +8,11 @@ from attnbook.exercises import check_loo_predictions, check_weighted_distance_at
 
 
 def loop_distance_attention(Q, K, V, lam):
-    """Each query against each key by its weighted distance, in Python loops, with a stable softmax."""
+    """Each query against all keys by its weighted distance, in a Python loop over the queries, with a stable
+    softmax (a loop over every pair too would take seconds on the checker's large case)."""
     out = []
     for q in Q:
-        scores = np.array([-float(np.sum(lam * (q - k) ** 2)) for k in K])
+        scores = -np.sum(lam * (q - K) ** 2, axis=1)
         w = np.exp(scores - scores.max())
         out.append((w / w.sum()) @ V)
     return np.array(out)

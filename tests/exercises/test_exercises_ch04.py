@@ -77,8 +77,10 @@ def test_takeover_factor_has_no_package_function_to_forbid():
             lo, hi = (lo, mid) if int(np.argmax(w)) == j else (mid, hi)
         return hi
 
-    assert not check_takeover_factor.forbidden
-    assert check_takeover_factor(search_with_package)
+    assert not check_takeover_factor.forbidden  # no function of the package answers it; the policy still applies
+    verdict = check_takeover_factor(search_with_package)
+    assert not verdict and "scaled_dot_product_attention" in verdict.message
+    assert "from the book's own package" in verdict.message
 
 
 # --- wrong answers a learner writes, beyond the listed mistakes -------------------------------------

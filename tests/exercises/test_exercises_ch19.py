@@ -307,12 +307,12 @@ def cross_by_the_package(dO, X, M, W_q, W_k, W_v, rel, mask, wrt):
 
 
 @pytest.mark.parametrize(("checker", "answer", "named"), [
-    (check_mha_input_grad, mha_by_autograd, "torch.autograd.backward"),
-    (check_mha_input_grad, mha_by_the_package_attention, "attention_backward"),
-    (check_tied_head_grad, delegating_tied, "_backward"),
+    (check_mha_input_grad, mha_by_autograd, "attnbook.torch.multihead.multi_head_attention"),
+    (check_mha_input_grad, mha_by_the_package_attention, "attnbook.numpy.backprop.attention.attention_forward"),
+    (check_tied_head_grad, delegating_tied, "attnbook.numpy.backprop.embedding.embedding_forward"),
     (check_tied_head_grad, by_autograd_tied, "torch.autograd.backward"),
     (check_swiglu_input_grad, swiglu_by_autograd, "torch.autograd.backward"),
-    (check_swiglu_input_grad, swiglu_by_the_package, "linear_backward"),
+    (check_swiglu_input_grad, swiglu_by_the_package, "attnbook.numpy.backprop.linear.linear_forward"),
     (check_cross_attention_grads, cross_by_autograd, "torch.autograd.backward"),
     (check_cross_attention_grads, cross_by_the_package, "softmax_backward"),
 ], ids=["mha-autograd", "mha-package", "tied-package", "tied-autograd", "swiglu-autograd", "swiglu-package",

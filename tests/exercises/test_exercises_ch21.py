@@ -11,8 +11,7 @@ def ring_by_simulation(query_positions, window):
     ring = [None] * window
     for p in range(max(query_positions) + 1):
         ring[p % window] = p
-    allowed = sliding_window_mask(max(query_positions) + 1, window=window)
-    return np.array([[held is not None and bool(allowed[q, held]) for held in ring] for q in query_positions])
+    return np.array([[held is not None and q - window < held <= q for held in ring] for q in query_positions])
 
 
 def rebase_by_matrices(x, positions, base, old_base=None):

@@ -20,16 +20,27 @@ case or another checker; if it changes those copies in place, the verdict says s
 of such a function would find its data overwritten. Each call has a time limit (``time_limit``
 seconds, ``TIME_LIMIT`` by default).
 
-An exercise asks the learner to write something, so an answer that only calls the package's own
-implementation of it proves nothing: a checker's ``forbidden`` functions are watched while the
-learner's function runs (a profile hook sees every call, whatever name or alias it goes through), and an
-answer that calls one is refused with a sentence naming it. Calls made inside the checker's own
-``reference`` are not counted, so the reference must not itself be one of the forbidden functions.
+An exercise asks the learner to write something, so an answer that hands the work to a ready-made
+implementation proves nothing. While the learner's function runs, a profile hook (``sys.setprofile``)
+sees every call it makes, whatever name or alias it goes through, and a policy refuses, with a sentence
+naming the call and the reason: any call into ``attnbook`` (the book's package, its checkers and their
+references included), SciPy, scikit-learn, Hugging Face ``transformers``, ``torch.func`` and forward-mode
+automatic differentiation, and the checker's ``forbidden`` functions (the PyTorch and NumPy functions that
+implement the exercise). What an exercise allows is declared in its checker (``allowed``) and printed in
+the refusal; the functions and objects a check passes to the learner's function (a model, a step
+function) are always allowed. The checker's own calls of its reference happen outside the watch.
+
+The result is structured: a ``Verdict`` carries an ``Outcome`` (passed, wrong value, wrong shape, wrong
+form, refused call, error, changed input, not attempted, cannot check), and ``_check_case`` returns a
+``Problem`` with one, so that checkers built on this one read the outcome rather than the wording. A
+check that cannot be carried out (a data set that cannot be loaded, a bug of the checker) says so and
+does not pass.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import inspect
 import linecache
@@ -40,11 +51,45 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
 
 TIME_LIMIT = 20.0  # seconds per call of the learner's function: generous for every exercise, even under load
+
+
+class Outcome(Enum):
+    """What a check found, for code that reads a verdict (the message is for the learner)."""
+
+    PASSED = "passed"
+    WRONG_VALUE = "wrong value"  # ran and returned numbers of the right shape that differ (NaN included)
+    WRONG_SHAPE = "wrong shape"  # ran and returned numbers of another shape
+    WRONG_FORM = "wrong form"  # None, text, complex numbers, a mixed container, not a function...
+    REFUSED = "refused call"  # called something the exercise does not allow
+    ERROR = "error"  # raised, did not return in time, or called sys.exit()
+    CHANGED_INPUT = "changed input"  # wrote into its arguments
+    NOT_ATTEMPTED = "not attempted"  # the stub's NotImplementedError
+    CANNOT_CHECK = "cannot check"  # the checker could not carry out a check: never a pass
+
+
+# Outcomes of an answer that ran and returned numbers to compare: only these get a second look (hints,
+# a capstone's diagnosis of its parts).
+COMPARED = frozenset({Outcome.WRONG_VALUE, Outcome.WRONG_SHAPE})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What went wrong on one case: its ``outcome`` and the sentence that tells the learner."""
+
+    outcome: Outcome
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+    def extended(self, more: str | None) -> Problem:
+        return self if not more else Problem(self.outcome, f"{self.text} {more}")
 
 
 @dataclass(frozen=True)
@@ -54,6 +99,16 @@ class Verdict:
     passed: bool
     message: str
     attempted: bool = True
+    outcome: Outcome | None = None  # None: PASSED, NOT_ATTEMPTED or WRONG_VALUE, from the two flags
+
+    def __post_init__(self) -> None:
+        if self.outcome is None:
+            implied = (Outcome.PASSED if self.passed else
+                       Outcome.NOT_ATTEMPTED if not self.attempted else Outcome.WRONG_VALUE)
+            object.__setattr__(self, "outcome", implied)
+        if self.passed != (self.outcome is Outcome.PASSED):
+            raise ValueError(f"a verdict that {'passed' if self.passed else 'failed'} cannot have the outcome "
+                             f"{self.outcome}")
 
     def __bool__(self) -> bool:
         return self.passed
@@ -86,12 +141,14 @@ class Checker:
     (``"Check ``fn(x) -> weights``: ..."``) and becomes the checker's own docstring, so that ``help()``
     and IPython's ``?`` show it; ``atol`` and ``rtol`` are the tolerances for real-valued answers
     (integer and boolean answers must match exactly); ``mistakes`` are recognised wrong answers with
-    hints; ``time_limit`` bounds each call, in seconds; ``forbidden`` lists the package's own
-    implementations of what the exercise asks for (Python functions, or builtins such as a torch
-    function): an answer that calls any of them is refused. An entry may also be a dotted name
-    (``"torch.nn.functional.softmax"``), looked up when a check runs, so that a NumPy chapter's checker can
-    refuse PyTorch's function without importing PyTorch itself; a name whose module is not installed is
-    skipped (nobody can call it).
+    hints; ``time_limit`` bounds each call, in seconds; ``forbidden`` lists the implementations of what
+    the exercise asks for (Python functions, or builtins such as a torch function) that the policy would
+    not otherwise refuse, and the package's own ones whose refusal should say "the package's own answer".
+    An entry may also be a dotted name (``"torch.nn.functional.softmax"``), looked up when a check runs,
+    so that a NumPy chapter's checker can refuse PyTorch's function without importing PyTorch itself; a
+    name whose module is not installed is skipped (nobody can call it). ``allowed`` lists what the
+    exercise lets the learner call although the policy refuses it (``attnbook.numpy.softmax`` where the
+    statement says "with the chapter's softmax"): functions, classes (all their methods) or dotted names.
     """
 
     name: str
@@ -103,6 +160,9 @@ class Checker:
     rtol: float = 1e-6
     time_limit: float | None = None  # None: TIME_LIMIT
     forbidden: Sequence[Callable[..., Any] | str] = field(default_factory=tuple)
+    allowed: Sequence[Any] = field(default_factory=tuple)
+    # (words of an exception, what it means here): a hint for an error raised by code the answer calls
+    error_hints: Sequence[tuple[str, str]] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         self.__doc__ = self.doc  # an instance attribute: help(), inspect.getdoc() and `?` read it
@@ -114,79 +174,171 @@ class Checker:
         contract = " ".join(self.doc.replace("``", "").split())  # one line, without the reST markup
         return f"<checker for {self.name}: {contract}>"
 
+    def allowances(self) -> str:
+        """The sentence that says what this exercise lets an answer call."""
+        named = [_qualified(f) for f in _resolve(self.allowed)]
+        given = "the functions and objects the check passes to your function"
+        if not named:
+            return f"Allowed here: {given}, and tensor and array operations."
+        return f"Allowed here: {', '.join(named)}, {given}, and tensor and array operations."
+
     def __call__(self, fn: Any) -> Verdict:
         if not callable(fn):
-            return Verdict(False, f"{self.name}: expected a function, got {type(fn).__name__}.")
+            return Verdict(False, f"{self.name}: expected a function, got {type(fn).__name__}.",
+                           outcome=Outcome.WRONG_FORM)
         forbidden = _resolve(self.forbidden)
-        own = next((f for f in forbidden if inspect.unwrap(fn) is f), None)
+        unwrapped = inspect.unwrap(fn)
+        own = next((f for f in forbidden if unwrapped is f), None)
         if own is not None:
             return Verdict(False, f"{self.name}: this is the package's own {_qualified(own)}, not an answer. "
-                                  "Write the function yourself.")
+                                  "Write the function yourself.", outcome=Outcome.REFUSED)
+        if unwrapped is inspect.unwrap(self.reference):
+            return Verdict(False, f"{self.name}: this is the checker's own reference {_qualified(unwrapped)}, "
+                                  "not an answer. Write the function yourself.", outcome=Outcome.REFUSED)
         try:
             for case in self.cases:
                 problem = self._check_case(fn, case, forbidden)
                 if problem is None:
                     continue
-                if problem == _NOT_ATTEMPTED:
+                if problem.outcome is Outcome.NOT_ATTEMPTED:
                     return Verdict(
                         False,
                         f"{self.name}: not attempted yet (it raises NotImplementedError). "
                         "Replace the `raise` line with your code and run the cell again.",
                         attempted=False,
                     )
-                return Verdict(False, f"{self.name}: {problem}")
+                return Verdict(False, f"{self.name}: {problem.text}", outcome=problem.outcome)
         except Exception as exc:  # a bug of the checker itself: still a verdict, never a crash
             return Verdict(False, f"{self.name}: the checker could not judge this answer "
-                                  f"({type(exc).__name__}: {_short(str(exc))}).")
+                                  f"({type(exc).__name__}: {_short(str(exc))}); this is not a pass.",
+                           outcome=Outcome.CANNOT_CHECK)
         return Verdict(True, f"{self.name}: all {len(self.cases)} checks passed.")
 
-    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = ()
-                    ) -> str | None:
-        expected = self.reference(*copy.deepcopy(case.args))
-        given = copy.deepcopy(case.args)
+    def watch(self, forbidden: Sequence[Callable[..., Any]], fn: Callable[..., Any], args: tuple[Any, ...]
+              ) -> _Watch:
+        """The watch for one call of ``fn(*args)``: the policy, this exercise's allowances and its inputs."""
+        code = getattr(inspect.unwrap(fn), "__code__", None)
+        trusted = any(inspect.unwrap(fn) is inspect.unwrap(m.fn)
+                      or (code is not None and code is getattr(inspect.unwrap(m.fn), "__code__", None))
+                      for m in self.mistakes)
+        return _Watch(forbidden, self.reference, _resolve(self.allowed), args, trusted=trusted)
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], label: str,
+             forbidden: Sequence[Callable[..., Any]]) -> tuple[Any, Problem | None]:
+        """``fn(*args)`` under the time limit and the watch: ``(answer, None)``, or ``(None, problem)``."""
         limit = TIME_LIMIT if self.time_limit is None else self.time_limit
-        watch = _Watch(forbidden, self.reference)
+        watch = self.watch(forbidden, fn, args)
+        self._last_watch = watch  # read by a check that counts the answer's calls
+        got, problem = None, None
         try:
             # NumPy's own warnings (division by zero, ...) would repeat what the verdict says.
             with np.errstate(all="ignore"):
-                got = _call_with_time_limit(watch.wrap(fn), given, limit)
+                got = _call_with_time_limit(watch.wrap(fn), args, limit)
         except NotImplementedError as exc:
-            if _raised_by_learner(exc, fn):
-                return _NOT_ATTEMPTED
-            return f"raised {_describe(exc)} (input: {case.label})."
+            problem = (Problem(Outcome.NOT_ATTEMPTED, _NOT_ATTEMPTED) if _raised_by_learner(exc, fn) else
+                       Problem(Outcome.ERROR, f"raised {_describe(exc)} (input: {label})."))
         except _TimedOut:
-            return (f"did not return within {limit:g} s (input: {case.label}); look for a loop that never "
-                    "ends.")
+            problem = Problem(Outcome.ERROR, f"did not return within {limit:g} s (input: {label}); look for a "
+                                             "loop that never ends.")
         except SystemExit:
-            return (f"called sys.exit() (input: {case.label}); return the answer instead of stopping "
-                    "Python.")
+            problem = Problem(Outcome.ERROR, f"called sys.exit() (input: {label}); return the answer instead "
+                                             "of stopping Python.")
         except Exception as exc:  # the learner's bug, reported rather than raised
-            return f"raised {_describe(exc)} (input: {case.label})."
-        if watch.called is not None:
-            named = _qualified(watch.called)
-            whose = "the package's own" if named.startswith("`attnbook") else "a library's ready-made"
-            return (f"calls {named}, {whose} answer to this exercise (input: "
-                    f"{case.label}). Write it yourself from the operations the chapter builds it from.")
+            problem = Problem(Outcome.ERROR, f"raised {_describe(exc)} (input: {label}).")
+        if watch.called is not None:  # a refused call counts first, whatever happened after it
+            return None, Problem(Outcome.REFUSED, f"{watch.refusal()} (input: {label}). {self.allowances()}")
+        return got, problem
+
+    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = (),
+                    hints: bool = True) -> Problem | None:
+        """What is wrong with ``fn`` on ``case``, or ``None``; ``hints``: name a typical mistake it matches."""
+        expected = self.reference(*copy.deepcopy(case.args))
+        given = copy.deepcopy(case.args)
+        got, problem = self._run(fn, given, case.label, forbidden)
+        if problem is not None:
+            if problem.outcome is Outcome.ERROR:
+                hint = next((h for words, h in self.error_hints if words in problem.text), None)
+                return problem.extended(None if hint is None else f"Hint: {hint}")
+            return problem
         changed = _changed_argument(case.args, given, fn)
         if changed is not None:
-            return (f"changed its input {changed} in place (input: {case.label}). Compute a new result "
-                    "instead of writing into the arguments: the caller still needs them.")
+            return Problem(Outcome.CHANGED_INPUT,
+                           f"changed its input {changed} in place (input: {case.label}). Compute a new result "
+                           "instead of writing into the arguments: the caller still needs them.")
         problem = _guarded_compare(expected, got, self.atol, self.rtol)
         if problem is None:
             return None
-        message = f"{problem} (input: {case.label})."
-        for mistake in self.mistakes:
+        problem = Problem(problem.outcome, f"{problem.text} (input: {case.label}).")
+        for mistake in self.mistakes if hints else ():
             try:
                 with np.errstate(all="ignore"):
                     typical = mistake.fn(*copy.deepcopy(case.args))
             except Exception:  # a typical mistake may crash where the learner's did not
                 continue
             if _guarded_compare(typical, got, self.atol, self.rtol, equal_nan=True) is None:
-                return f"{message} Hint: {mistake.hint}"
-        return message
+                return problem.extended(f"Hint: {mistake.hint}")
+        return problem
+
+
+@dataclass(repr=False)
+class BudgetChecker(Checker):
+    """A ``Checker`` that, once the values are right, runs one large case (``big_case``) and measures the memory
+    the answer holds at its peak (NumPy's and Python's allocations, through ``tracemalloc``): an answer above
+    ``budget_bytes`` builds the large array the statement rules out, and ``budget_hint`` says which."""
+
+    big_case: Case | None = None
+    budget_bytes: int = 0
+    budget_hint: str = ""
+    calls_budget: int | None = None  # at most this many calls on the big case: a loop over its rows makes more
+    calls_hint: str = ""
+
+    def __call__(self, fn: Any) -> Verdict:
+        verdict = super().__call__(fn)
+        if not verdict or self.big_case is None:
+            return verdict
+        import tracemalloc
+
+        args = copy.deepcopy(self.big_case.args)
+        if self.watch(_resolve(self.forbidden), fn, args).trusted:
+            return verdict  # a typical mistake, or an answer built from the reference in the tests
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        try:
+            _, problem = self._run(fn, args, self.big_case.label, _resolve(self.forbidden))
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        if problem is not None:
+            return Verdict(False, f"{self.name}: {problem.text}", outcome=problem.outcome)
+        calls = self._last_watch.events
+        if self.calls_budget is not None and calls > self.calls_budget:
+            return Verdict(False, f"{self.name}: the values are right, but on {self.big_case.label} it made {calls} "
+                                  f"calls, more than the {self.calls_budget} a vectorised answer needs: "
+                                  f"{self.calls_hint}", outcome=Outcome.WRONG_VALUE)
+        if self.budget_bytes and peak > self.budget_bytes:
+            return Verdict(False, f"{self.name}: the values are right, but on {self.big_case.label} it held "
+                                  f"{peak / 2**20:.1f} MiB at once, more than the {self.budget_bytes / 2**20:.0f} "
+                                  f"MiB the computation needs: {self.budget_hint}", outcome=Outcome.WRONG_VALUE)
+        return verdict
 
 
 _NOT_ATTEMPTED = "not attempted"
+
+
+def _recorded(fn: Callable[..., Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """``fn`` wrapped so that what it returns is kept (under ``"answer"``) for a second look at it."""
+    returned: dict[str, Any] = {}
+
+    @functools.wraps(fn)
+    def recorded(*args: Any) -> Any:
+        returned["answer"] = fn(*args)
+        return returned["answer"]
+
+    return recorded, returned
 
 
 # --- running the learner's function --------------------------------------------------------------
@@ -221,24 +373,149 @@ def _qualified(f: Any) -> str:
     return f"`{module}.{name}`" if module else f"`{name}`"
 
 
+# What the policy refuses while the learner's function runs, by the module of the code called, and why.
+_POLICY: tuple[tuple[str, str, str], ...] = (
+    ("attnbook", "from the book's own package",
+     "The package holds the chapters' implementations and the checkers' references, so an answer may call "
+     "into `attnbook` only where the exercise allows it."),
+    ("scipy", "from SciPy", "A library's ready-made function does what the exercise asks you to write."),
+    ("sklearn", "from scikit-learn", "A library's ready-made function does what the exercise asks you to write."),
+    ("transformers", "from Hugging Face transformers",
+     "A ready-made model or function does what the exercise asks you to write."),
+    ("torch.func", "from torch.func",
+     "Its transforms (grad, jacfwd, jacrev, vjp, vmap) do for you what the exercise asks you to work out."),
+    ("torch._functorch", "from torch.func",
+     "Its transforms (grad, jacfwd, jacrev, vjp, vmap) do for you what the exercise asks you to work out."),
+    ("torch.autograd.forward_ad", "forward-mode automatic differentiation",
+     "It computes the derivatives the exercise asks you to derive."),
+)
+# Code in the package that is no answer to anything: imports on first use, and the harness's own plumbing
+# (its timer's handler runs inside the learner's call).
+_POLICY_EXEMPT = ("attnbook._lazy", "attnbook.exercises._harness")
+
+
+def _policy(module: str) -> tuple[str, str] | None:
+    for prefix, what, why in _POLICY:
+        if module == prefix or module.startswith(prefix + "."):
+            return what, why
+    return None
+
+
+def _class_codes(cls: type) -> set[Any]:
+    """The code of every method (properties, static and class methods included) of ``cls`` and of its bases
+    that the package defines."""
+    codes = set()
+    for klass in cls.__mro__:
+        if not getattr(klass, "__module__", "").startswith("attnbook"):
+            continue
+        for value in vars(klass).values():
+            for f in (value, getattr(value, "__func__", None), getattr(value, "fget", None),
+                      getattr(value, "fset", None)):
+                code = getattr(f, "__code__", None)
+                if code is not None:
+                    codes.add(code)
+    return codes
+
+
+def _allowed_codes(entries: Sequence[Any]) -> tuple[set[Any], set[int]]:
+    """The code objects (and the ids of builtins) of what an exercise allows: functions, methods, classes."""
+    codes: set[Any] = set()
+    builtins: set[int] = set()
+    for entry in entries:
+        if isinstance(entry, type):
+            codes |= _class_codes(entry)
+            continue
+        f = inspect.unwrap(getattr(entry, "__func__", entry))
+        code = getattr(f, "__code__", None)
+        if code is not None:
+            codes.add(code)
+        else:
+            builtins.add(id(entry))
+    return codes, builtins
+
+
+def _given_codes(args: Any) -> set[Any]:
+    """The package's code reachable from the arguments a check passes: a step function, a model and its
+    submodules, an object and its methods. The learner's function may call all of it."""
+    codes: set[Any] = set()
+    seen: set[int] = set()
+
+    def visit(x: Any, depth: int) -> None:
+        if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+            codes.update(_class_codes(type(x)))  # an array subclass of the package's (one that notes reads)
+        if depth > 6 or id(x) in seen or x is None or isinstance(x, (str, bytes, int, float, complex, np.ndarray)):
+            return
+        seen.add(id(x))
+        if _is_tensor(x) or isinstance(x, np.generic):
+            codes.update(_class_codes(type(x)))  # a tensor subclass of the package's (float16 only, say)
+            return
+        if isinstance(x, (list, tuple, set, frozenset)):
+            items = list(x)
+            for item in items if len(items) <= 64 else items[:8]:
+                visit(item, depth + 1)
+            return
+        if isinstance(x, dict):
+            for item in list(x.values())[:256]:
+                visit(item, depth + 1)
+            return
+        if isinstance(x, type):
+            codes.update(_class_codes(x))
+            return
+        partial_func = getattr(x, "func", None)
+        if callable(partial_func) and hasattr(x, "args"):  # functools.partial
+            visit(partial_func, depth + 1)
+            visit(x.args, depth + 1)
+            visit(getattr(x, "keywords", None) or {}, depth + 1)
+        code = getattr(inspect.unwrap(getattr(x, "__func__", x)), "__code__", None) if callable(x) else None
+        if code is not None:
+            codes.add(code)
+            visit(getattr(x, "__self__", None), depth + 1)
+            return
+        if not type(x).__module__.startswith("attnbook"):
+            return
+        codes.update(_class_codes(type(x)))
+        for item in list(getattr(x, "__dict__", {}).values())[:64]:  # its recorders, hooks and parts
+            visit(item, depth + 1)
+        modules = getattr(x, "modules", None)
+        if callable(modules):
+            try:
+                for m in modules():
+                    codes.update(_class_codes(type(m)))
+                    for hooks in (getattr(m, "_forward_hooks", {}), getattr(m, "_forward_pre_hooks", {})):
+                        visit(list(hooks.values()), depth + 1)
+            except Exception:  # not a torch module after all
+                pass
+
+    visit(args, 0)
+    return codes
+
+
 class _Watch:
-    """Notes the first call of a forbidden function made by the learner's function (not by the reference).
+    """Notes the first call the learner's function makes that the policy refuses (see the module docstring).
 
     A profile hook (``sys.setprofile``) sees the start of every Python frame and every call of a builtin,
     so an alias, a method or a call made deep inside the learner's helpers is seen all the same. It is
-    set in the thread that runs the learner's function, for the duration of that call only.
+    set in the thread that runs the learner's function, for the duration of that call only. Inside a
+    frame of something allowed (the exercise's allowances, what the check passes in) nothing is counted.
+    ``trusted``: the answer is one of the checker's own typical mistakes, run as the check runs it.
     """
 
-    def __init__(self, forbidden: Sequence[Callable[..., Any]], reference: Callable[..., Any]) -> None:
-        self.codes = {getattr(inspect.unwrap(f), "__code__", None): f for f in forbidden} if forbidden else {}
+    def __init__(self, forbidden: Sequence[Callable[..., Any]], reference: Callable[..., Any],
+                 allowed: Sequence[Any] = (), args: Any = (), trusted: bool = False) -> None:
+        self.codes = {getattr(inspect.unwrap(f), "__code__", None): f for f in forbidden}
         self.codes.pop(None, None)
         self.builtins = {id(f): f for f in forbidden if not hasattr(inspect.unwrap(f), "__code__")}
         self.reference = getattr(inspect.unwrap(reference), "__code__", None)
-        self.inside_reference: set[int] = set()
-        self.called: Callable[..., Any] | None = None
+        self.allowed, self.allowed_builtins = _allowed_codes(allowed)
+        self.explicitly_allowed = frozenset(self.allowed)
+        self.allowed |= _given_codes(args)
+        self.trusted = trusted
+        self.inside_allowed: set[int] = set()
+        self.called: tuple[str, str, str] | None = None  # (the call, what it is, why it is refused)
+        self.events = 0  # the calls the answer made itself (not those inside something allowed)
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        if not (self.codes or self.builtins):
+        if self.trusted:
             return fn
 
         def watched(*args: Any) -> Any:
@@ -251,18 +528,64 @@ class _Watch:
 
         return watched
 
+    def refusal(self) -> str:
+        """The sentence that names the refused call and says why (without the input)."""
+        assert self.called is not None
+        named, what, why = self.called
+        return f"calls {named}, {what}. {why}"
+
+    def _note(self, named: str, what: str, why: str) -> None:
+        if self.called is None:
+            self.called = (named, what, why)
+
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        if not self.inside_allowed and event in ("call", "c_call"):
+            self.events += 1
         if event == "call":
+            if self.inside_allowed or self.called is not None:
+                return
             code = frame.f_code
+            if code in self.codes and code not in self.explicitly_allowed:  # even on an object passed in
+                self._note(*_forbidden_reason(self.codes[code]))
+                return
+            if code in self.allowed:
+                self.inside_allowed.add(id(frame))
+                return
             if code is self.reference:
-                self.inside_reference.add(id(frame))
-            elif code in self.codes and not self.inside_reference and self.called is None:
-                self.called = self.codes[code]
+                self._note(_frame_name(frame), "the checker's own reference answer",
+                           "An answer may not call the checker's code: write the function yourself.")
+                return
+            if code.co_name == "<module>":  # a module imported on first use: no call of anything
+                return
+            module = frame.f_globals.get("__name__") or ""
+            if module.startswith(_POLICY_EXEMPT):
+                return
+            refused = _policy(module)
+            if refused is not None:
+                self._note(_frame_name(frame), *refused)
         elif event == "return":
-            self.inside_reference.discard(id(frame))
-        elif event == "c_call" and self.builtins and id(arg) in self.builtins and not self.inside_reference:
-            if self.called is None:
-                self.called = self.builtins[id(arg)]
+            self.inside_allowed.discard(id(frame))
+        elif event == "c_call" and not self.inside_allowed and id(arg) in self.builtins:
+            if id(arg) not in self.allowed_builtins:
+                self._note(*_forbidden_reason(self.builtins[id(arg)]))
+
+
+def _frame_name(frame: Any) -> str:
+    module = frame.f_globals.get("__name__") or ""
+    name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    owner = frame.f_locals.get("self") if frame.f_code.co_argcount else None
+    if "<locals>" in name and owner is not None:  # a method a dataclass wrote: name it by its class
+        cls = type(owner)
+        return f"`{cls.__module__}.{cls.__qualname__}.{frame.f_code.co_name}`"
+    return f"`{module}.{name}`" if module else f"`{name}`"
+
+
+def _forbidden_reason(f: Any) -> tuple[str, str, str]:
+    named = _qualified(f)
+    whose = "the package's own" if named.startswith("`attnbook") else "a library's ready-made"
+    return (named, f"{whose} answer to this exercise",
+            "Write it yourself from the operations the chapter builds it from.")
+
 
 class _TimedOut(BaseException):
     """Raised inside the learner's function when its time is up. A ``BaseException``, so that an
@@ -457,65 +780,101 @@ def _values(x: Any) -> np.ndarray:
     return arr
 
 
-def _guarded_compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False) -> str | None:
+def _guarded_compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False
+                     ) -> Problem | None:
     """``_compare``, turning any failure to compare into a sentence: the comparison never raises."""
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             return _compare(expected, got, atol, rtol, equal_nan)
     except _Rejected as rejected:
-        return str(rejected)
+        return Problem(Outcome.WRONG_FORM, str(rejected))
     except Exception as exc:
-        return f"returned {_describe_value(got)}, which cannot be compared with the answer ({_describe(exc)})"
+        return Problem(Outcome.WRONG_FORM, f"returned {_describe_value(got)}, which cannot be compared with the "
+                                           f"answer ({_describe(exc)})")
 
 
-def _fmt(x: np.ndarray) -> str:
-    """Values for a message: integers and booleans as such, floats to 4 significant digits, one line."""
+def _fmt(x: np.ndarray, digits: int = 4) -> str:
+    """Values for a message, on one line: integers and booleans as such, a float to ``digits`` significant
+    digits, an array of floats to ``digits`` decimals."""
     if x.ndim == 0:
         v = x.item()
         return _show_int(v) if isinstance(v, int) and not isinstance(v, bool) else (
-            str(v) if isinstance(v, bool) else f"{v:.4g}")
+            str(v) if isinstance(v, bool) else f"{v:.{digits}g}")
     if x.dtype.kind == "f":
-        return _short(str(np.round(x, 4).tolist()), 300)
+        return _short(str(np.round(x, digits).tolist()), 300)
     return _short(str(x.tolist()), 300)
 
 
-def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False) -> str | None:
-    """``None`` when ``got`` matches ``expected``, else a sentence saying how it differs."""
+def _fmt_pair(exp: np.ndarray, got: np.ndarray) -> tuple[str, str]:
+    """``expected`` and ``got`` for a message, with enough significant digits (4 at least, 17 at most) that
+    two different values never print the same."""
+    for digits in (4, 6, 8, 10, 12, 17):
+        shown = _fmt(exp, digits), _fmt(got, digits)
+        if shown[0] != shown[1]:
+            return shown
+    return shown
+
+
+def _tolerance_note(exp: np.ndarray, got: np.ndarray, atol: float, rtol: float) -> str:
+    """For a near miss of real numbers, the largest difference against what the check allows there."""
+    if exp.dtype.kind != "f" and got.dtype.kind != "f":
+        return ""
+    e, g = exp.astype(np.float64), got.astype(np.float64)
+    with np.errstate(all="ignore"):
+        diff = np.where(e == g, 0.0, np.abs(g - e))
+        allowed = atol + rtol * np.abs(e)
+    if not np.isfinite(diff).all() or diff.size == 0:
+        return ""
+    worst = int(np.argmax(diff - allowed))
+    d, ok = float(diff.reshape(-1)[worst]), float(allowed.reshape(-1)[worst])
+    if d > 1000 * ok:
+        return ""  # plainly wrong: the values say enough
+    scale = float(np.abs(e).reshape(-1)[worst])
+    note = f"; the difference, {d:.3g}, is above the {ok:.3g} this check allows there"
+    if scale > 0 and 1e-8 < d / scale < 1e-5:
+        note += (" (a relative error near 1e-7 is float32's rounding: compute in the inputs' dtype, float64 "
+                 "where they are float64)")
+    return note
+
+
+def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False) -> Problem | None:
+    """``None`` when ``got`` matches ``expected``, else what kind of difference, and a sentence saying how."""
     if got is None:
-        return "returned None (is a `return` statement missing?)"
+        return Problem(Outcome.WRONG_FORM, "returned None (is a `return` statement missing?)")
     if isinstance(expected, str):
         if isinstance(got, str) and got == expected:
             return None
         if isinstance(got, str):
-            return f"returned {_short(repr(got))}, expected {expected!r}"
-        return f"returned {_describe_value(got)}, expected the string {expected!r}"
+            return Problem(Outcome.WRONG_VALUE, f"returned {_short(repr(got))}, expected {expected!r}")
+        return Problem(Outcome.WRONG_FORM, f"returned {_describe_value(got)}, expected the string {expected!r}")
     exp = _values(expected)
     if isinstance(got, (int, np.integer)) and not isinstance(got, bool) and abs(int(got)) >= 2**63:
         # Beyond int64: compare as Python integers, and show the integer as it is, not wrapped around.
         if exp.ndim:
-            return f"returned the integer {_show_int(int(got))}, expected an array of shape {exp.shape}"
+            return Problem(Outcome.WRONG_SHAPE,
+                           f"returned the integer {_show_int(int(got))}, expected an array of shape {exp.shape}")
         try:
             close = math.isclose(float(got), float(exp), rel_tol=rtol, abs_tol=atol)
         except OverflowError:
             close = False
         if exp.dtype.kind in "biu":
             close = int(got) == int(exp)
-        return None if close else f"wrong value: expected {_fmt(exp)}, got {_show_int(int(got))}"
+        return None if close else Problem(Outcome.WRONG_VALUE,
+                                          f"wrong value: expected {_fmt(exp)}, got {_show_int(int(got))}")
     got_arr = _values(got)
     if got_arr.shape != exp.shape:
         extra = (f" (it is a tuple of {len(got)} items: return only the answer)"
                  if isinstance(got, tuple) and got_arr.ndim else "")
-        return (
-            f"returned shape {got_arr.shape}, expected shape {exp.shape}{extra}"
-            if exp.ndim
-            else f"returned an array of shape {got_arr.shape}, expected a single number{extra}"
-        )
+        return Problem(Outcome.WRONG_SHAPE,
+                       f"returned shape {got_arr.shape}, expected shape {exp.shape}{extra}"
+                       if exp.ndim
+                       else f"returned an array of shape {got_arr.shape}, expected a single number{extra}")
     exact = exp.dtype.kind in "biu"  # counts, ids and masks: no tolerance
     if got_arr.dtype.kind == "f":
         got_nan = np.isnan(got_arr)
         if got_nan.any() and not np.isnan(exp.astype(np.float64)).any():
-            return f"returned NaN: {_fmt(got_arr)}"
+            return Problem(Outcome.WRONG_VALUE, f"returned NaN: {_fmt(got_arr)}")
     if exact:
         if np.array_equal(got_arr, exp):
             return None
@@ -523,6 +882,7 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
         exp_f, got_f = exp.astype(np.float64), got_arr.astype(np.float64)
         if np.allclose(got_f, exp_f, atol=atol, rtol=rtol, equal_nan=equal_nan):
             return None
+    note = "" if exact else _tolerance_note(exp, got_arr, atol, rtol)
     if exp.size > 12:
         # A big array in full would bury the message: point at the worst entry instead.
         got_f, exp_f = got_arr.astype(np.float64), exp.astype(np.float64)
@@ -531,10 +891,13 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
         diff = np.where(got_f == exp_f, 0.0, np.where(np.isnan(diff), np.inf, diff))
         worst = np.unravel_index(int(np.argmax(diff)), exp.shape)
         where = tuple(int(i) for i in worst)
-        return f"wrong value at index {where}: expected {_fmt(exp[worst])}, got {_fmt(got_arr[worst])}"
+        shown_exp, shown_got = _fmt_pair(np.asarray(exp[worst]), np.asarray(got_arr[worst]))
+        return Problem(Outcome.WRONG_VALUE, f"wrong value at index {where}: expected {shown_exp}, got {shown_got}"
+                                            f"{note}")
     if exp.dtype.kind == "b" and got_arr.dtype.kind != "b":
         got_arr = got_arr.astype(bool) if np.isin(got_arr, (0, 1)).all() else got_arr
-    return f"wrong value: expected {_fmt(exp)}, got {_fmt(got_arr)}"
+    shown_exp, shown_got = _fmt_pair(exp, got_arr)
+    return Problem(Outcome.WRONG_VALUE, f"wrong value: expected {shown_exp}, got {shown_got}{note}")
 
 
 def chapter_checkers() -> list[tuple[str, Checker, bool]]:

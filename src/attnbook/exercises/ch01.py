@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.data import toy_word_embeddings
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake
 from attnbook.numpy import analogy, cosine_similarity, nearest, pairwise_cosine_similarity
 
 # The package's own similarity search: an answer that calls one of these has not written the search.
@@ -20,8 +20,10 @@ def _neighbour_cases() -> list[Case]:
     _, E = toy_word_embeddings()
     cases = [
         Case("the toy embeddings, k=3", (E, 3)),
-        Case("four 2-D rows [[1, 0], [0, 1], [1, 1], [-1, 0.2]], k=2",
-             (np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.2]]), 2)),
+        # The last row is parallel to the first: its cosine with row 0 is 1, as with itself, so sorting and then
+        # dropping the first column may drop row 0 and keep the row itself.
+        Case("five 2-D rows [[1, 0], [0, 1], [1, 1], [-1, 0.2], [2, 0]] (the last parallel to the first), k=2",
+             (np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.2], [2.0, 0.0]]), 2)),
     ]
     # Lengths spread over two orders of magnitude: ranking by dot product then differs from cosine.
     lengths = np.exp(rng.uniform(-2.3, 2.3, size=(9, 1)))
@@ -142,7 +144,14 @@ def _analogy_by_dot(a, b, c, E) -> np.ndarray:
     return _best(S)
 
 
-check_solve_analogies = Checker(
+def _analogies_big_case() -> Case:
+    rng = np.random.default_rng(104)
+    E = rng.normal(size=(60, 16))
+    abc = np.stack([rng.choice(60, size=3, replace=False) for _ in range(200)])
+    return Case("200 random analogies, 60 words in d=16", (abc[:, 0], abc[:, 1], abc[:, 2], E))
+
+
+check_solve_analogies = BudgetChecker(
     name="solve_analogies",
     doc="Check ``fn(a, b, c, E) -> (n,) ints``: for each ``q``, the row of ``E`` most cosine-similar to "
         "``E[b[q]] - E[a[q]] + E[c[q]]``, leaving out ``a[q]``, ``b[q]`` and ``c[q]``.",
@@ -157,6 +166,11 @@ check_solve_analogies = Checker(
         Mistake(_analogy_by_dot, "rank by cosine, not by dot product: the rows of E have different lengths."),
     ),
     forbidden=_SIMILARITY,
+    big_case=_analogies_big_case(),
+    calls_budget=120,  # a handful per array operation; a loop over the 200 questions makes 200 at the least
+    calls_hint="it loops over the questions in Python, which the statement rules out. Build all the targets at "
+               "once, (n, d), score them against every word, (n, V), and rule out each row's three words by "
+               "indexing with (row, column) pairs.",
 )
 
 

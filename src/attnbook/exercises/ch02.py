@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake
 from attnbook.numpy import online_softmax, softmax, softmax_jacobian
 from attnbook.numpy.attention import masked_softmax
 from attnbook.numpy.backprop.softmax import softmax_backward
@@ -137,11 +137,13 @@ check_log_softmax_rows = Checker(
 
 def _backward_cases() -> list[Case]:
     rng = np.random.default_rng(203)
+    # Two rows first: on one row, summing down the columns (axis 0) gives the same numbers as keeping only the
+    # i = j term, and the hint could not tell the two mistakes apart.
     cases = [
-        Case("W=softmax([[0, ln 2, ln 3]]), G=[[1, 0, 0]]",
-             (softmax(np.log(np.array([[1.0, 2.0, 3.0]])), axis=1), np.array([[1.0, 0.0, 0.0]]))),
         Case("uniform W of shape (2, 4), G=[[1, 2, 3, 4], [0, 0, 0, 1]]",
              (np.full((2, 4), 0.25), np.array([[1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 1.0]]))),
+        Case("W=softmax([[0, ln 2, ln 3]]), G=[[1, 0, 0]]",
+             (softmax(np.log(np.array([[1.0, 2.0, 3.0]])), axis=1), np.array([[1.0, 0.0, 0.0]]))),
         Case("W with a ruled-out entry, softmax([[1, -inf, 2]]), G=[[0.5, -1, 2]]",
              (softmax(np.array([[1.0, -np.inf, 2.0]]), axis=1), np.array([[0.5, -1.0, 2.0]]))),
     ]
@@ -156,7 +158,11 @@ def _softmax_vjp(W: np.ndarray, G: np.ndarray) -> np.ndarray:
 
 
 def _diagonal_only(W: np.ndarray, G: np.ndarray) -> np.ndarray:
-    return W * G
+    return W * (1 - W) * G  # dw_j / ds_j = w_j (1 - w_j), the i = j term alone
+
+
+def _denominator_fixed(W: np.ndarray, G: np.ndarray) -> np.ndarray:
+    return W * G  # as if the denominator did not depend on s_j
 
 
 def _plain_mean(W: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -171,7 +177,13 @@ def _off_diagonal_only(W: np.ndarray, G: np.ndarray) -> np.ndarray:
     return -W * (G * W).sum(axis=1, keepdims=True)
 
 
-check_softmax_vjp = Checker(
+def _vjp_big_case() -> Case:
+    rng = np.random.default_rng(204)
+    W = softmax(rng.normal(scale=2.0, size=(2000, 64)), axis=1)
+    return Case("W = softmax of random scores (2000, 64), random G", (W, rng.normal(size=(2000, 64))))
+
+
+check_softmax_vjp = BudgetChecker(
     name="softmax_vjp",
     doc="Check ``fn(W, G) -> dS``: the gradient with respect to the scores ``S`` of rows ``W = softmax(S)`` "
         "(shape (n, k)), given ``G = dL/dW``, without building a (k, k) Jacobian.",
@@ -180,9 +192,15 @@ check_softmax_vjp = Checker(
     mistakes=(
         Mistake(_diagonal_only, "every score moves every weight of its row (they share one denominator): "
                 "you kept only the i = j term of the derivative."),
+        Mistake(_denominator_fixed, "d w_j / d s_j is not w_j alone: the denominator, the sum of exp over the row, "
+                "depends on s_j and on every other score of the row too."),
         Mistake(_off_diagonal_only, "you kept only the i != j terms: the i = j term adds w_j times g_j."),
         Mistake(_plain_mean, "what is subtracted from G is an average of G weighted by W, not its plain mean."),
         Mistake(_summed_down_columns, "each row is its own softmax: sum over the entries of a row (axis=1)."),
     ),
     forbidden=(softmax_backward, softmax_jacobian, "torch.autograd.grad", "torch.autograd.backward"),
+    big_case=_vjp_big_case(),
+    budget_bytes=16 * 2**20,  # a (2000, 64) array is 1 MiB; the (2000, 64, 64) Jacobians are 62.5 MiB
+    budget_hint="it builds a (k, k) Jacobian for every row, which the statement rules out. dS_j = w_j (g_j - sum_i "
+                "w_i g_i) needs only arrays of W's shape and one number per row.",
 )

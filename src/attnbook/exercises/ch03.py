@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.data import grades_and_salaries
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake
 from attnbook.numpy import scaled_dot_product_attention, soft_lookup, softmax
 from attnbook.numpy.scoring import attention_with
 
@@ -79,8 +79,16 @@ def _unshifted(Q, K, V, lam) -> np.ndarray:
     return _unshifted_weights(-(Q**2 @ lam)[:, None] + 2 * (Q * lam) @ K.T - K**2 @ lam) @ V
 
 
-check_weighted_distance_attention = Checker(
+def _distance_big_case() -> Case:
+    rng = np.random.default_rng(304)
+    Q, K = rng.normal(size=(400, 64)), rng.normal(size=(400, 64))
+    return Case("400 queries and 400 keys of d=64, values of d=8", (Q, K, rng.normal(size=(400, 8)),
+                                                                     rng.uniform(0.0, 2.0, size=64)))
+
+
+check_weighted_distance_attention = BudgetChecker(
     name="weighted_distance_attention",
+    allowed=(softmax,),  # the statement's "with the chapter's softmax"
     doc="Check ``fn(Q, K, V, lam) -> (m, d_v)``: attention with the similarity ``-sum_j lam_j (q_j - k_j)^2`` "
         "for every query row of ``Q`` (m, d) over the key rows of ``K`` (n, d) and value rows of ``V`` "
         "(n, d_v), with one weight ``lam_j >= 0`` per coordinate.",
@@ -100,6 +108,10 @@ check_weighted_distance_attention = Checker(
                 "each row's largest score before exp."),
     ),
     forbidden=(scaled_dot_product_attention, attention_with, soft_lookup),
+    big_case=_distance_big_case(),
+    budget_bytes=16 * 2**20,  # a (400, 400) array of scores is 1.2 MiB; the (400, 400, 64) differences 78 MiB
+    budget_hint="it builds the (m, n, d) array of differences, which the statement rules out. Expand the square: "
+                "q^2, -2 q k and k^2 each weighted by lam, two matrix products and two sums.",
 )
 
 
@@ -154,6 +166,7 @@ def _loo_unshifted(keys, values, sharpness) -> np.ndarray:
 
 check_loo_predictions = Checker(
     name="loo_predictions",
+    allowed=(softmax,),
     doc="Check ``fn(keys, values, sharpness) -> (n,)``: entry ``i`` is the soft lookup of ``keys[i]`` in the "
         "table without pair ``i``, with similarity ``-sharpness (q - k)^2``.",
     reference=_loo_predictions,

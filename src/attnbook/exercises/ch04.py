@@ -55,6 +55,7 @@ def _unshifted(X: np.ndarray) -> np.ndarray:
 
 check_attend_to_others = Checker(
     name="attend_to_others",
+    allowed=(softmax, "scipy.special.softmax"),  # any softmax: the exercise is the mask
     doc="Check ``fn(X) -> Y``: parameter-free self-attention ``softmax(X X^T) X`` for ``X`` of shape (T, d), "
         "T >= 2, in which no token attends to itself.",
     reference=_attend_to_others,

@@ -33,9 +33,10 @@ def _temperature_cases() -> list[Case]:
              (np.array([[2.0, 0.0, -1.0], [1.0, 1.0, 4.0]]), np.array([[1.0, 2.0, 0.0], [0.0, -1.0, 3.0]]), 2.0)),
         Case("s=[1, 3, 2], g=[2, 2, 2], tau=1.5 (g the same everywhere)",
              (np.array([1.0, 3.0, 2.0]), np.full(3, 2.0), 1.5)),
-        # Scores in the hundreds at a low temperature: exp overflows unless each row is shifted first.
-        Case("s=[[300, 299, 290]], g=[[0, 1, 2]], tau=0.5",
-             (np.array([[300.0, 299.0, 290.0]]), np.array([[0.0, 1.0, 2.0]]), 0.5)),
+        # Scores in the hundreds at a low temperature: s / tau = 800 is past 709.78, where exp overflows float64,
+        # unless each row is shifted first.
+        Case("s=[[400, 399, 390]], g=[[0, 1, 2]], tau=0.5",
+             (np.array([[400.0, 399.0, 390.0]]), np.array([[0.0, 1.0, 2.0]]), 0.5)),
     ]
     for shape, tau in (((4, 6), 8.0), ((2, 3, 5), 0.7)):
         cases.append(Case(f"random s and g of shape {shape}, tau={tau:g}",
@@ -71,18 +72,29 @@ def _per_row(s, g, tau) -> np.ndarray:
     return -_row_terms(s, g, tau) / tau**2
 
 
+def _unshifted(s, g, tau) -> float:
+    s, g = np.asarray(s, dtype=np.float64), np.asarray(g, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        e = np.exp(s / tau)
+        p = e / e.sum(axis=-1, keepdims=True)
+    return float(-np.sum(s * p * (g - np.sum(p * g, axis=-1, keepdims=True))) / tau**2)
+
+
 def _mean_over_rows(s, g, tau) -> float:
     return float(-np.mean(_row_terms(s, g, tau)) / tau**2)
 
 
 check_temperature_gradient = Checker(
     name="temperature_gradient",
+    allowed=(softmax,),  # the forward pass; the derivative is the exercise
     doc="Check ``fn(s, g, tau) -> float``: ``s`` scores of shape ``(..., n)``, ``p = softmax(s / tau)`` over the "
         "last axis with one temperature ``tau`` for every row, ``g = dL/dp`` of the shape of ``s``; returns "
         "``dL/dtau``, one number, without autograd or a Jacobian.",
     reference=_temperature_gradient,
     cases=_temperature_cases(),
     mistakes=(
+        Mistake(_unshifted, "exp(s / tau) overflows float64 past s / tau = 709.78 (inf / inf is NaN): subtract each "
+                "row's largest score before the exponential; the softmax does not change."),
         Mistake(_sign_flipped, "raising tau shrinks s / tau: d(s_j / tau)/d tau is -s_j / tau^2, with a minus sign."),
         Mistake(_gradient_of_inverse, "that is the gradient with respect to 1 / tau; the chain rule through "
                                       "s_j / tau brings -s_j / tau^2."),

@@ -93,6 +93,7 @@ def _rounded(row, d_model):
 
 check_position_from_encoding = Checker(
     name="position_from_encoding",
+    allowed=(sinusoidal_frequencies,),
     doc="Check ``fn(row, d_model) -> float``: the real position ``pos``, ``0 <= pos`` before the slowest pair's "
         "first full turn, of a row of the base-10000 sinusoidal encoding rounded to 4 decimals, within 1e-3.",
     reference=_position_from_encoding,
@@ -134,7 +135,10 @@ def _offset_between(u: np.ndarray, v: np.ndarray, d_model: int) -> int:
 
 def _offset_cases() -> list[Case]:
     cases = []
-    for a, b, d in ((0, 1, 8), (5, 2, 8), (10, 10, 4), (3, 1200, 16), (2500, 7, 16), (100, 2999, 32), (40, 47, 4)):
+    # PE(12000) -> PE(9507) at d = 16: the slowest pair's angle passes pi (at position 9935) between the two, so its
+    # turn must be brought into (-pi, pi] before dividing by the frequency.
+    for a, b, d in ((0, 1, 8), (5, 2, 8), (10, 10, 4), (3, 1200, 16), (12000, 9507, 16), (100, 2999, 32),
+                    (40, 47, 4)):
         pe = sinusoidal_encoding(max(a, b) + 1, d)
         cases.append(Case(f"u = PE({a}), v = PE({b}), d_model={d}", (pe[a], pe[b], d)))
     return cases
@@ -162,6 +166,7 @@ def _reversed(u, v, d_model):
 
 check_offset_between = Checker(
     name="offset_between",
+    allowed=(sinusoidal_frequencies,),
     doc="Check ``fn(u, v, d_model) -> int``: the offset ``k`` (positive or negative) with ``u = PE(a)``, "
         "``v = PE(a + k)``, for the usual base 10000, ``|k|`` up to a few thousand.",
     reference=_offset_between,
@@ -342,7 +347,8 @@ def _mha_cases() -> list[Case]:
     for label, B, T_q, T_k, d, h, lengths, causal, same in (
         ("self-attention, lengths 5 and 3, causal", 2, 5, 5, 8, 2, (5, 3), True, True),
         ("self-attention, lengths 4, 2 and 1, no causal mask", 3, 4, 4, 12, 3, (4, 2, 1), False, True),
-        ("cross-attention, 3 queries to 6 keys, key lengths 6 and 4", 2, 3, 6, 8, 4, (6, 4), False, False),
+        # causal with T_q != T_k: a mask built as (T_q, T_q) does not fit the (T_q, T_k) scores
+        ("cross-attention, 3 queries to 6 keys, key lengths 6 and 4, causal", 2, 3, 6, 8, 4, (6, 4), True, False),
         ("attention without masks, one head, keys differ from values", 2, 4, 3, 6, 1, None, False, False),
     ):
         query = g.normal(size=(B, T_q, d))

@@ -281,8 +281,9 @@ def _random_gpt(seed: int, V: int, T: int, d: int, L: int, h: int, d_ff: int) ->
 
 def _gpt_cases() -> list[Case]:
     cases = []
+    # the third has 12 blocks, as GPT-2 small: in string order "blocks.10" comes before "blocks.2"
     for seed, (V, T, d, L, h, d_ff, B, n) in enumerate(((13, 8, 8, 1, 2, 32, 2, 5), (17, 10, 12, 2, 3, 20, 3, 10),
-                                                         (11, 6, 16, 3, 4, 48, 1, 6))):
+                                                         (11, 6, 16, 12, 4, 48, 1, 6))):
         sd = _random_gpt(1510 + seed, V, T, d, L, h, d_ff)
         ids = torch.randint(0, V, (B, n), generator=torch.Generator().manual_seed(seed))
         cases.append(Case(f"a GPT with V={V}, block_size={T}, d_model={d}, {L} block(s), {h} heads, d_ff={d_ff}; "

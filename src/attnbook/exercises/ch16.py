@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import math
 from dataclasses import dataclass
 
@@ -11,7 +10,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnbook.exercises._harness import Case, Checker, Mistake, _guarded_compare, _values
+from attnbook.exercises._harness import (
+    COMPARED,
+    Case,
+    Checker,
+    Mistake,
+    Outcome,
+    Problem,
+    _guarded_compare,
+    _recorded,
+    _values,
+)
 from attnbook.tasks import BOS, EOS, PAD
 from attnbook.torch.decoding import greedy_decode
 from attnbook.torch.transformer import EncoderDecoderTransformer, TransformerConfig
@@ -322,46 +331,46 @@ def _is_total(answer) -> bool:
         return False
 
 
-# The harness's sentences for an answer that ran and returned values that differ from the reference's.
-_COMPARED = ("wrong value", "returned shape", "returned an array of shape")
-
-
 @dataclass(repr=False)
 class _SearchChecker(Checker):
     """A ``Checker`` for a search returning ``(tokens, log_probs)``: a wrong answer is described by its tokens,
     and a mistake is named when the learner's tokens are the mistake's (whatever log-probabilities came along)."""
 
-    def _check_case(self, fn, case, forbidden=()):
-        returned = {}
-
-        @functools.wraps(fn)
-        def recorded(*args):
-            returned["answer"] = fn(*args)
-            return returned["answer"]
-
-        plain = Checker(self.name, self.doc, self.reference, [case], atol=self.atol, rtol=self.rtol,
-                        time_limit=self.time_limit)
-        problem = Checker._check_case(plain, recorded, case, forbidden)  # runs it as every checker does
+    def _check_case(self, fn, case, forbidden=(), hints=True):
+        recorded, returned = _recorded(fn)
+        problem = Checker._check_case(self, recorded, case, forbidden, hints=False)  # as every checker runs it
         got = _tokens_of(returned.get("answer"))
-        if problem is not None and got is not None and _is_total(returned["answer"]):
-            return (f"returned the tokens {got} with one number beside them (input: {case.label}); return the "
-                    "log-probability of each token, a list as long as the tokens (their sum is the score).")
-        if problem is None or got is None or not problem.startswith(_COMPARED):
+        if problem is not None and problem.outcome in COMPARED | {Outcome.WRONG_FORM} and got is not None \
+                and _is_total(returned["answer"]):
+            return Problem(Outcome.WRONG_FORM,
+                           f"returned the tokens {got} with one number beside them (input: {case.label}); return "
+                           "the log-probability of each token, a list as long as the tokens (their sum is the "
+                           "score).")
+        if problem is None or got is None or problem.outcome not in COMPARED:
             return problem  # it raised, hung, delegated, changed its input, or returned no readable tokens
         want = _tokens_of(self.reference(*copy.deepcopy(case.args)))
         if got != want:
-            problem = f"returned the tokens {got}, but the best hypothesis is {want} (input: {case.label})."
+            problem = Problem(Outcome.WRONG_VALUE,
+                              f"returned the tokens {got}, but the best hypothesis is {want} (input: {case.label}).")
         else:
-            problem = (f"the tokens are right, but not the log-probabilities that came with them ({problem[:-1]}); "
-                       "each is the log-softmax of the decoder's last position for the tokens before it.")
+            problem = Problem(Outcome.WRONG_VALUE,
+                              f"the tokens are right, but not the log-probabilities that came with them "
+                              f"({problem.text[:-1]}); each is the log-softmax of the decoder's last position for "
+                              "the tokens before it.")
+        typicals = []
         for mistake in self.mistakes:
             try:
-                typical = mistake.fn(*copy.deepcopy(case.args))
+                typicals.append((mistake, mistake.fn(*copy.deepcopy(case.args))))
             except Exception:  # a typical mistake may crash where the learner's did not
                 continue
-            if (_tokens_of(typical) == got != want
-                    or _guarded_compare(typical, returned["answer"], self.atol, self.rtol) is None):
-                return f"{problem} Hint: {mistake.hint}"
+        # A mistake whose whole answer (tokens and log-probabilities) is the learner's first; then one whose
+        # tokens alone are: two mistakes may find the same tokens by different wrong routes.
+        for mistake, typical in typicals:
+            if _guarded_compare(typical, returned["answer"], self.atol, self.rtol) is None:
+                return problem.extended(f"Hint: {mistake.hint}")
+        for mistake, typical in typicals:
+            if _tokens_of(typical) == got != want:
+                return problem.extended(f"Hint: {mistake.hint}")
         return problem
 
 

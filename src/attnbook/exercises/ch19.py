@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 import attnbook.torch as at
-from attnbook.exercises._harness import _NOT_ATTEMPTED, Case, Checker, Mistake
+from attnbook.exercises._harness import COMPARED, Case, Checker, Mistake, Outcome, Problem
 from attnbook.numpy import (
     MultiHeadParams,
     causal_mask,
@@ -108,6 +108,7 @@ def _mha_cases() -> list[Case]:
 
 check_mha_input_grad = Checker(
     name="mha_input_grad",
+    allowed=(split_heads, merge_heads, scaled_dot_product_attention),  # the forward pass
     doc="Check ``fn(dout, X, params, n_heads, mask) -> dX`` (the shape of ``X``): the gradient of ``sum(dout * "
         "out)`` for multi-head self-attention ``out = anp.multi_head_attention(X, X, MultiHeadParams(**params), "
         "n_heads, mask)`` (``params`` a dict of the eight arrays ``W_q``, ``b_q``, ... ``b_o``), with ``mask`` "
@@ -315,13 +316,14 @@ class _StepsChecker(Checker):
 
     steps: dict[str, str] | None = None
 
-    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = ()
-                    ) -> str | None:
-        problem = super()._check_case(fn, case, forbidden)
-        if problem is None or problem == _NOT_ATTEMPTED or not problem.startswith(("wrong value", "returned")):
+    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = (),
+                    hints: bool = True) -> Problem | None:
+        problem = super()._check_case(fn, case, forbidden, hints)
+        if problem is None or problem.outcome not in COMPARED | {Outcome.WRONG_FORM}:
             return problem
         wrt = case.args[-1]
-        return f"`{wrt}`, the gradient of {self.steps[wrt]}, is the first intermediate that disagrees: {problem}"
+        return Problem(problem.outcome, f"`{wrt}`, the gradient of {self.steps[wrt]}, is the first intermediate "
+                                        f"that disagrees: {problem.text}")
 
 
 def _rel_index(T_q: int, T_k: int, offset: bool = True) -> np.ndarray:
@@ -412,6 +414,7 @@ def _cross_cases() -> list[Case]:
 
 check_cross_attention_grads = _StepsChecker(
     name="cross_attention_grads",
+    allowed=(masked_softmax,),  # the forward pass
     doc="Check ``fn(dO, X, M, W_q, W_k, W_v, rel, mask, wrt) -> the intermediate named wrt``: the backward pass of "
         "single-head cross-attention ``O = softmax(S) V`` with ``S = Q K^T / sqrt(d_k) + rel[T_k - 1 + i - j]`` "
         "(a learned bias per distance, query ``i`` at position ``T_k - T_q + i`` of the keys), ``Q = X W_q``, "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake, Verdict, _resolve
 from attnbook.numpy import flash_attention_backward, scaled_dot_product_attention, tiled_attention
 from attnbook.torch import flash_attention_backward as torch_flash_attention_backward
 
@@ -389,6 +389,41 @@ def _backward_case(T: int, d: int, block: int, seed: int) -> Case:
     return Case(f"T = {T}, d = {d}, tiles of {block} x {block}", (Q, K, V, O, dO, lse, block))
 
 
+class _ReadFlag(np.ndarray):
+    """An array that notes (in ``seen``, shared by its views) whether any operation read its values."""
+
+    seen: list[bool]
+
+    def __array_finalize__(self, obj):
+        self.seen = getattr(obj, "seen", [False])
+
+    def _mark(self):
+        self.seen[0] = True
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        self._mark()
+        plain = tuple(np.asarray(x) if isinstance(x, _ReadFlag) else x for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(np.asarray(x) if isinstance(x, _ReadFlag) else x for x in kwargs["out"])
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        self._mark()
+        return super().__array_function__(func, types, args, kwargs)
+
+    def __getitem__(self, key):
+        self._mark()
+        return np.asarray(self)[key]
+
+    def __array__(self, dtype=None, copy=None):
+        self._mark()
+        return self.view(np.ndarray) if dtype is None else self.view(np.ndarray).astype(dtype)
+
+
+D_HINT = ("the values are right, but it never reads O: D = rowsum(dO * O), from the output and its gradient, is the "
+          "softmax's correction for each row, with no extra pass over the tiles of P to find it.")
+
+
 @dataclass(repr=False)
 class _TiledChecker(Checker):
     """A checker that, once the values are right, also measures the peak memory of one large case."""
@@ -399,6 +434,17 @@ class _TiledChecker(Checker):
         verdict = super().__call__(fn)
         if not verdict or self.big_case is None:
             return verdict
+        # D must come from O: an answer that finds it by a first pass over the tiles never reads O at all
+        args = list(copy.deepcopy(self.cases[0].args))
+        if not self.watch(_resolve(self.forbidden), fn, tuple(args)).trusted:  # not a mistake, nor the reference
+            tracked = np.asarray(args[3]).view(_ReadFlag)
+            tracked.seen = [False]
+            args[3] = tracked
+            _, problem = self._run(fn, tuple(args), self.cases[0].label, _resolve(self.forbidden))
+            if problem is not None:
+                return Verdict(False, f"{self.name}: {problem.text}", outcome=problem.outcome)
+            if not tracked.seen[0]:
+                return Verdict(False, f"{self.name}: {D_HINT} (input: {self.cases[0].label})")
         Q, K, V, O, dO, lse, block = copy.deepcopy(self.big_case.args)  # noqa: E741
         allowed = 8 * len(Q) * len(K) // 2  # half a (T, T) matrix of float64 weights: far above the gradients
         was_tracing = tracemalloc.is_tracing()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +10,7 @@ import torch
 import attnbook.numpy as an
 import attnbook.torch as at
 from attnbook.exercises._capstone import PartsChecker
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake
 from attnbook.exercises.ch21 import _turn, check_rebase_rotary
 from attnbook.torch import rms_norm
 
@@ -66,16 +65,10 @@ class _HalfChecker(Checker):
     """A checker that hands the learner's function its tensors as ``HalfTensor``s (the same storage, so that a
     change in place is still seen), so that every step of its computation stays in float16."""
 
-    def __call__(self, fn):
-        if not callable(fn) or isinstance(fn, Checker):
-            return super().__call__(fn)
-
-        @functools.wraps(fn)
-        def in_half(*args):
-            out = fn(*(half(a) if isinstance(a, torch.Tensor) else a for a in args))
-            return _plain(out) if isinstance(out, HalfTensor) else out
-
-        return super().__call__(in_half)
+    def _run(self, fn, args, label, forbidden):
+        halves = tuple(half(a) if isinstance(a, torch.Tensor) else a for a in args)
+        got, problem = super()._run(fn, halves, label, forbidden)
+        return (_plain(got) if isinstance(got, HalfTensor) else got), problem
 
 
 def _half(t: torch.Tensor) -> torch.Tensor:
@@ -289,7 +282,15 @@ _GQA_FORBIDDEN = (an.repeat_kv, an.grouped_query_attention, "attnbook.torch.repe
                   "attnbook.torch.grouped_query_attention", "attnbook.torch.gqa.GroupedQueryAttention.forward",
                   "numpy.repeat", "torch.repeat_interleave", "torch.nn.functional.scaled_dot_product_attention")
 
-check_gqa_by_groups = Checker(
+def _gqa_big_case() -> Case:
+    rng = np.random.default_rng(2223)
+    q = rng.normal(size=(32, 2, 64))
+    k, v = rng.normal(size=(1, 2048, 64)), rng.normal(size=(1, 2048, 64))
+    return Case("q (32, 2, 64), k and v (1, 2048, 64): 32 query heads on one key-value head of 2048 positions",
+                (q, k, v))
+
+
+check_gqa_by_groups = BudgetChecker(
     name="gqa_by_groups",
     doc="Check ``fn(q, k, v) -> (..., h, T_q, d)``: causal grouped-query attention of ``q`` ``(..., h, T_q, d)`` "
         "against ``k``, ``v`` ``(..., h_kv, T_k, d)``, query head i with key-value head i // (h / h_kv), scores "
@@ -306,6 +307,12 @@ check_gqa_by_groups = Checker(
     ),
     atol=1e-10,
     forbidden=_GQA_FORBIDDEN,
+    big_case=_gqa_big_case(),
+    # the scores, their exponentials and the weights, (32, 2, 2048) each, are 1 MiB apiece; one copy of k for
+    # every query head is 32 MiB
+    budget_bytes=8 * 2**20,
+    budget_hint="it copies the key-value heads. Reshape the query heads into (..., h_kv, h / h_kv, T_q, d) and let "
+                "broadcasting pair each group with its key-value head.",
 )
 
 # --- the capstone: a Llama-style block decoding one token at a time against its own cache ----------------
@@ -506,6 +513,7 @@ def _cache_handed_on(fn, case: Case, call) -> str | None:
 
 check_llama_block_step = PartsChecker(
     name="llama_block_step",
+    allowed=(an.rms_norm, an.swiglu),  # the block's norm and network; attention is the exercise
     doc="Check ``fn(x_t, params, keys, values, trace=None) -> (d_model,)``: the package's Llama-style decoder "
         "block (pre-norm RMSNorm, rotary grouped-query causal attention, SwiGLU, no biases) on one new token "
         "``x_t`` at position t = ``keys.shape[1]``, its key-value cache ``keys`` and ``values`` of shape "

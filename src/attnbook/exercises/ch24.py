@@ -10,7 +10,7 @@ the others. An answer that reproduces the package's own draws passes at once.
 
 from __future__ import annotations
 
-import functools
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,12 +19,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnbook.exercises._harness import _NOT_ATTEMPTED, Case, Checker, Mistake, _Rejected, _values
+from attnbook.exercises._harness import (
+    COMPARED,
+    Case,
+    Checker,
+    Mistake,
+    Outcome,
+    Problem,
+    _recorded,
+    _Rejected,
+    _values,
+)
 from attnbook.training.mlm import mask_tokens
 
 SDS = 5.0  # a share passes within this many standard deviations: about one false alarm in 1.7 million per test
-# What the harness reports before any comparison: a refusal, an exception, a time-out, the untouched stub.
-_FORM = ("calls ", "changed its input", "raised", "did not return", "called sys.exit", _NOT_ATTEMPTED)
+# What the harness reports after a comparison: only then is the answer judged by its statistics.
+_JUDGED = COMPARED | {Outcome.WRONG_FORM}
 
 
 def _mask_tokens(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
@@ -120,36 +130,58 @@ class StatisticalChecker(Checker):
     as the mistake's answer on that case."""
 
     judge: Callable[[tuple[Any, ...], Any], Any] = _failures
+    seed_arg: int | None = None  # the position of the seed among the arguments: the draw must follow it
 
-    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = ()
-                    ) -> str | None:
-        returned = {}
+    def _seeded(self, fn: Callable[..., Any], case: Case, first: Any, forbidden: Sequence[Callable[..., Any]]
+                ) -> Problem | None:
+        """The answer must be a function of its seed: the same seed gives the same draw, another seed another."""
+        i = self.seed_arg
+        again, problem = self._run(fn, copy.deepcopy(case.args), case.label, forbidden)
+        if problem is not None:
+            return problem
+        other_args = list(copy.deepcopy(case.args))
+        other_args[i] = other_args[i] + 1
+        other, problem = self._run(fn, tuple(other_args), case.label, forbidden)
+        if problem is not None:
+            return problem
+        first_pair, again_pair, other_pair = (_pair(a, tuple(case.args[0].shape)) for a in (first, again, other))
+        if any(not isinstance(x, tuple) for x in (first_pair, again_pair, other_pair)):
+            return None  # the cases' own checks describe an answer that is not a pair
+        if not all(np.array_equal(a, b) for a, b in zip(first_pair, again_pair, strict=True)):
+            return Problem(Outcome.WRONG_VALUE,
+                           f"two calls with the same seed gave different draws (input: {case.label}). Draw from a "
+                           "torch.Generator seeded with `seed`, so that a run can be repeated exactly.")
+        reference = [_pair(self.reference(*copy.deepcopy(a)), tuple(case.args[0].shape))
+                     for a in (case.args, tuple(other_args))]
+        draws_differ = all(isinstance(r, tuple) for r in reference) and not np.array_equal(reference[0][1],
+                                                                                            reference[1][1])
+        if draws_differ and np.array_equal(first_pair[1], other_pair[1]):
+            return Problem(Outcome.WRONG_VALUE,
+                           f"seeds {case.args[i]} and {case.args[i] + 1} chose the same positions (input: "
+                           f"{case.label}): the choice must be drawn at random from the seed, not fixed.")
+        return None
 
-        @functools.wraps(fn)
-        def recorded(*args: Any) -> Any:
-            returned["answer"] = fn(*args)
-            return returned["answer"]
-
-        plain = Checker(self.name, self.doc, self.reference, [case], atol=self.atol, rtol=self.rtol,
-                        time_limit=self.time_limit)
-        problem = Checker._check_case(plain, recorded, case, forbidden)  # runs it as every checker does
-        if problem is None or "answer" not in returned or problem.startswith(_FORM):
+    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = (),
+                    hints: bool = True) -> Problem | None:
+        recorded, returned = _recorded(fn)
+        problem = Checker._check_case(self, recorded, case, forbidden, hints=False)  # as every checker runs it
+        if problem is None or "answer" not in returned or problem.outcome not in _JUDGED:
             return problem
         failures = self.judge(case.args, returned["answer"])
         if failures is None:
             return problem  # not even a pair of arrays: the harness's description says what came back
         if isinstance(failures, str):
-            return f"{failures} (input: {case.label})."
+            return Problem(Outcome.WRONG_FORM, f"{failures} (input: {case.label}).")
         if not failures:
-            return None
-        message = f"{failures[0][2]} (input: {case.label})."
+            return None if self.seed_arg is None else self._seeded(fn, case, returned["answer"], forbidden)
+        message = Problem(Outcome.WRONG_VALUE, f"{failures[0][2]} (input: {case.label}).")
         for mistake in self.mistakes:
             try:
                 typical = self.judge(case.args, mistake.fn(*case.args))
             except Exception:
                 continue
             if _key(typical) == _key(failures):
-                return f"{message} Hint: {mistake.hint}"
+                return message.extended(f"Hint: {mistake.hint}")
         return message
 
 
@@ -245,4 +277,5 @@ check_mask_tokens_by_hand = StatisticalChecker(
                 "original included: it happens to be the original with probability 1 / (vocab_size - 1)."),
     ),
     forbidden=(mask_tokens,),
+    seed_arg=3,
 )

@@ -83,6 +83,11 @@ def _inverse_not_root(G):
     return _gram_power(G, -1.0)
 
 
+def _always_the_gram_of_columns(G):
+    w, V = torch.linalg.eigh(G.T @ G)
+    return G @ V @ torch.diag(w**-0.5) @ V.T
+
+
 def _no_root_at_all(G):
     wide = G.shape[0] < G.shape[1]
     M = G.T if wide else G
@@ -100,6 +105,9 @@ check_polar_from_gram = Checker(
     mistakes=(
         Mistake(_inverse_not_root, "(G^T G)^(-1) divides each singular value by its square, leaving 1/s: the "
                 "orthogonal factor needs the inverse square root, (G^T G)^(-1/2), which divides by s itself."),
+        Mistake(_always_the_gram_of_columns, "for a wide G (m < n) the n x n matrix G^T G has rank m: n - m of its "
+                "eigenvalues are 0, or a rounding error away, and their inverse square roots blow up (NaN). Take "
+                "the smaller Gram matrix, G G^T, and put its inverse root on the left: (G G^T)^(-1/2) G."),
         Mistake(_no_root_at_all, "scaling by the largest singular value keeps the others smaller than 1: every "
                 "singular value of U V^T is 1, so divide each direction by its own s."),
     ),
