@@ -10,7 +10,7 @@ import torch
 
 from attnbook.exercises import check_beam_search, check_smoothed_masked_loss, check_warmup_cosine
 from attnbook.exercises.ch16 import _beam_search
-from attnbook.tasks import BOS, EOS, PAD
+from attnbook.data.tasks import BOS, EOS, PAD
 from attnbook.torch import greedy_decode
 from attnbook.training import lr_at, sequence_loss
 

@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "attnbook"
 FLOORS = {
     # checks and helpers that know nothing of attention
     0: {"_validate", "_fields", "_files", "_lazy", "_cli", "_show"},
-    1: {"numpy", "data", "tasks"},  # Part I's NumPy, the data sets and the toy tasks
+    1: {"numpy", "data"},  # Part I's NumPy, the data sets and chapter 16's toy tasks
     2: {"torch"},  # Part II on: the PyTorch twins and the models
     3: {"training", "plotting", "interop"},  # what trains, draws and converts the models
     4: {"widgets", "exercises", "bench", "train", "__main__", "__init__"},  # what the chapters and the CLI use

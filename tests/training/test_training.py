@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import attnbook.torch as at
-from attnbook.tasks import BOS, EOS, PAD, PLUS, VOCAB_SIZE, decode_tokens, make_task
+from attnbook.data.tasks import BOS, EOS, PAD, PLUS, VOCAB_SIZE, decode_tokens, make_task
 from attnbook.training import TrainConfig, exact_match, lr_at, sequence_loss, train
 from attnbook.training.optimisation import optimizer_step
 from attnbook.training.seq2seq import default_model_config, shift_right, train_seq2seq

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.tasks import BOS, DIGIT0, EOS, PLUS, VOCAB_SIZE
+from attnbook.data.tasks import BOS, DIGIT0, EOS, PLUS, VOCAB_SIZE
 from attnbook.torch import EncoderDecoderTransformer, TransformerConfig, greedy_decode, record_attention
 from attnbook.torch.inspect import decode_with_cross_attention
 from attnbook.widgets import controls, seq2seq_explorer

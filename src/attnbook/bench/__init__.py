@@ -52,7 +52,7 @@ from attnbook.bench.rotary import bench_rotary
 from attnbook.bench.seq2seq import bench_seq2seq
 from attnbook.bench.speedrun import VARIANTS, bench_speedrun, speedrun_configs
 from attnbook.bench.vit import bench_vit
-from attnbook.tasks import TASKS
+from attnbook.data.tasks import TASKS
 from attnbook.training.lm import PRESETS
 
 __all__ = ["BENCHMARKS", "MODERN_ARMS", "VARIANTS", "build_parser", "main", "mlm_config", "speedrun_configs"]

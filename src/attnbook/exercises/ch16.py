@@ -21,7 +21,7 @@ from attnbook.exercises._harness import (
     _recorded,
     _values,
 )
-from attnbook.tasks import BOS, EOS, PAD
+from attnbook.data.tasks import BOS, EOS, PAD
 from attnbook.torch.decoding import greedy_decode
 from attnbook.torch.transformer import EncoderDecoderTransformer, TransformerConfig
 from attnbook.training.losses import sequence_loss

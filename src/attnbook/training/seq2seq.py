@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attnbook.tasks import BOS, EOS, PAD, VOCAB_SIZE, TaskData, make_task
+from attnbook.data.tasks import BOS, EOS, PAD, VOCAB_SIZE, TaskData, make_task
 from attnbook.torch.transformer import EncoderDecoderTransformer, TransformerConfig
 from attnbook.training.evaluate import exact_match
 from attnbook.training.losses import sequence_loss

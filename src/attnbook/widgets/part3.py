@@ -11,7 +11,7 @@ from attnbook.widgets._common import _log_slider
 
 
 def _encode_text(text: str) -> list[int]:
-    from attnbook.tasks import DIGIT0, PLUS
+    from attnbook.data.tasks import DIGIT0, PLUS
 
     return [PLUS if c == "+" else DIGIT0 + int(c) for c in text]
 
@@ -26,7 +26,7 @@ def seq2seq_explorer(model, examples: dict[str, str], reference, bos_id: int, eo
     given, is the source position output ``t`` of a source of length ``S`` ought to read, outlined in red.
     """
     from attnbook.plotting import plot_cross_attention
-    from attnbook.tasks import decode_tokens
+    from attnbook.data.tasks import decode_tokens
     from attnbook.torch.inspect import decode_with_cross_attention
 
     if not examples:
