@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
+from attnbook.data.tasks import BOS, EOS, PAD
 from attnbook.exercises import check_beam_search, check_smoothed_masked_loss, check_warmup_cosine
 from attnbook.exercises.ch16 import _beam_search
-from attnbook.data.tasks import BOS, EOS, PAD
 from attnbook.torch import greedy_decode
 from attnbook.training import lr_at, sequence_loss
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnbook.data.tasks import BOS, EOS, PAD
 from attnbook.exercises._harness import (
     COMPARED,
     Case,
@@ -21,7 +22,6 @@ from attnbook.exercises._harness import (
     _recorded,
     _values,
 )
-from attnbook.data.tasks import BOS, EOS, PAD
 from attnbook.torch.decoding import greedy_decode
 from attnbook.torch.transformer import EncoderDecoderTransformer, TransformerConfig
 from attnbook.training.losses import sequence_loss

@@ -25,8 +25,8 @@ def seq2seq_explorer(model, examples: dict[str, str], reference, bos_id: int, eo
     right answer as text, so the title can say whether the output is right; ``should_read(t, S)``, if
     given, is the source position output ``t`` of a source of length ``S`` ought to read, outlined in red.
     """
-    from attnbook.plotting import plot_cross_attention
     from attnbook.data.tasks import decode_tokens
+    from attnbook.plotting import plot_cross_attention
     from attnbook.torch.inspect import decode_with_cross_attention
 
     if not examples:
