@@ -48,7 +48,10 @@ CONSOLE_ALLOW = [
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 SEARCH_WORD, SEARCH_PAGE = "underflow", "notebooks/02_softmax.html"
-SKIP = ("genindex.html", "search.html", "_static/", "_sources/", "_images/", "_sphinx_design_static/")
+SKIP = ("genindex.html", "search.html", "_static/", "_sources/", "_images/", "_sphinx_design_static/", "_modules/")
+# The highlighted source pages (_modules/, one a module of the package, over a hundred) share one template: each
+# is checked for its links without a browser, and this one as a reader sees it, like every other page.
+SOURCE_PAGE = "_modules/attnbook/torch/blocks.html"
 
 
 def chromium() -> str:
@@ -428,9 +431,22 @@ def main() -> None:
     axe = tool_script("axe-core")
     server, base = serve(html)
     pages = sorted(p for p in html.rglob("*.html") if not any(s in p.relative_to(html).as_posix() for s in SKIP))
-    if args.pages:
-        pages = [html / p for p in args.pages]
     failures, summary = 0, {}
+    if (html / SOURCE_PAGE).exists():
+        pages.append(html / SOURCE_PAGE)
+    else:
+        print(f"FAIL {SOURCE_PAGE}: highlighted source page missing from the site")
+        failures += 1
+    if args.pages:
+        pages, failures = [html / p for p in args.pages], 0
+    else:
+        sources = sorted((html / "_modules").rglob("*.html"))
+        for source in sources:
+            bad = broken_links(BeautifulSoup(source.read_text(errors="replace"), "html.parser"), source, html)
+            failures += bool(bad)
+            for href in bad:
+                print(f"FAIL {source.relative_to(html).as_posix()}: link points nowhere: {href}")
+        print(f"{'ok  ' if failures == 0 else 'FAIL'} links of {len(sources)} highlighted source pages")
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)

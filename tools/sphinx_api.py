@@ -9,6 +9,12 @@ reference to ``attnbook.torch.blocks.EncoderBlock`` finds the same entry. This d
 for which autodoc does not, so that ``from attnbook.torch.decoding import generate`` in a chapter links to
 ``attnbook.torch.generate``.
 
+A highlighted source page (``sphinx.ext.viewcode``) links each documented name back to its entry, at one anchor
+per module: the name of the module that first documented something from it, followed by the name.
+``attnbook.torch.transformer``'s page thus points at ``attnbook.torch.EncoderShape`` for a class documented as
+``attnbook.torch.transformer.EncoderShape``. Each such entry gets that anchor too, so that every link back lands
+on its entry.
+
 An exercise's checker (``attnbook.exercises.check_softmax_rows``) is an object that is called like a function
 and carries its own docstring, the exercise's contract; autodoc documents no such object of a module, so this
 documents it as a function.
@@ -20,7 +26,10 @@ import importlib
 import inspect
 import sys
 
+from docutils import nodes
+from sphinx import addnodes
 from sphinx.ext.autodoc import FunctionDocumenter, ModuleDocumenter
+from sphinx.ext.viewcode import _get_full_modname
 
 
 class CanonicalFunctionDocumenter(FunctionDocumenter):
@@ -67,9 +76,26 @@ def _skip_exported(app, what, name, obj, skip, options):
     return None
 
 
+def _viewcode_anchors(app, doctree: nodes.document, docname: str) -> None:
+    """Give each entry of ``docname`` the anchor that its source page's link back uses, where it lacks it."""
+    modules = getattr(app.env, "_viewcode_modules", {})
+    for signode in doctree.findall(addnodes.desc_signature):
+        module, fullname = signode.get("module"), signode.get("fullname")
+        if not module or not fullname:
+            continue
+        entry = modules.get(_get_full_modname(module, fullname) or module)
+        if not entry or entry[2].get(fullname) != docname:
+            continue
+        anchor = f"{entry[3]}.{fullname}"
+        if anchor not in signode["ids"] and anchor not in doctree.ids:
+            signode["ids"].append(anchor)
+            doctree.ids[anchor] = signode
+
+
 def setup(app):
     app.setup_extension("sphinx.ext.autodoc")
     app.add_autodocumenter(CanonicalFunctionDocumenter, override=True)
     app.add_autodocumenter(CallableObjectDocumenter)
     app.connect("autodoc-skip-member", _skip_exported)
+    app.connect("doctree-resolved", _viewcode_anchors)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

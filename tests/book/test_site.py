@@ -132,10 +132,10 @@ def test_api_pages_name_existing_modules_once():
 
 def test_the_table_of_contents_lists_every_api_page():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    appendix = next(part for part in toc["parts"] if part["caption"] == "Appendices")
-    api = next(ch for ch in appendix["chapters"] if ch["file"] == "book/api/index")
-    listed = {s["file"] for s in api["sections"]}
-    assert listed == {f"book/api/{p.stem}" for p in API.glob("*.md") if p.stem != "index"}
+    appendix = next(part for part in toc["parts"] if part["caption"] == "Appendix: API reference")
+    listed = [ch["file"] for ch in appendix["chapters"]]
+    assert listed[0] == "book/api/index"
+    assert sorted(listed) == sorted(f"book/api/{p.stem}" for p in API.glob("*.md"))
 
 
 def test_a_name_a_package_exports_is_skipped_in_its_module():
@@ -233,3 +233,32 @@ def test_module_names_find_the_package_entries(built):
     assert objects["tpkg.mod.Thing"].node_id == "tpkg.Thing"  # autodoc's canonical name for a class
     assert objects["tpkg.mod.make"].node_id == "tpkg.make"  # and the same for a function
     assert objects["tpkg.mod.helper"].node_id == "tpkg.mod.helper"
+
+
+# The site check's reading of a built page.
+
+def test_site_check_reports_markers_in_code_not_in_prose():
+    from bs4 import BeautifulSoup
+
+    from tools.site_check import solution_markers
+
+    page = BeautifulSoup("<p>between <code>### BEGIN SOLUTION</code> and its end</p>"
+                         "<pre>def f(x):\n    ### HINT: square it.\n    return x * x</pre>"
+                         "<pre>print('### END SOLUTION')</pre>", "html.parser")
+    assert solution_markers(page) == ["### HINT: square it."]
+
+
+def test_site_check_reports_imported_names_without_their_link():
+    from bs4 import BeautifulSoup
+
+    from tools.site_check import unlinked_names
+
+    cell = ('<div class="cell_input"><pre>from attnbook.torch import '
+            '<a class="sphinx-codeautolink-a" href="#">EncoderBlock</a>, GPT, no_entry\n'
+            'from attnbook.widgets import (  # the figures\n'
+            '    <a class="sphinx-codeautolink-a" href="#">controls</a>,\n    mask_explorer,\n)\n'
+            'import attnbook.torch as at</pre></div>')
+    entries = frozenset({"attnbook.torch.EncoderBlock", "attnbook.torch.GPT", "attnbook.widgets.controls",
+                         "attnbook.widgets.mask_explorer"})
+    assert unlinked_names(BeautifulSoup(cell, "html.parser"), entries) == [
+        "attnbook.torch.GPT", "attnbook.widgets.mask_explorer"]
