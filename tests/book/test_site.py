@@ -262,3 +262,24 @@ def test_site_check_reports_imported_names_without_their_link():
                          "attnbook.widgets.mask_explorer"})
     assert unlinked_names(BeautifulSoup(cell, "html.parser"), entries) == [
         "attnbook.torch.GPT", "attnbook.widgets.mask_explorer"]
+
+
+def test_code_links_of_unread_pages_survive_a_build(tmp_path):
+    from sphinx_codeautolink.extension.block import CodeExample, Name, SourceTransform
+    from sphinx_codeautolink.extension.cache import DataCache
+
+    from tools.sphinx_codelinks import read_cache
+
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "13_encoder_block.ipynb").write_text("{}")
+    name = Name(["attnbook", "torch", "EncoderBlock"], "at.EncoderBlock", 3, 3,
+                resolved_location="attnbook.torch.EncoderBlock")
+    transform = SourceTransform("block = at.EncoderBlock(8, 2, 32)", [name],
+                                CodeExample("notebooks/13_encoder_block", "a-block", ["A block"]), 3)
+    written = DataCache(str(tmp_path), str(tmp_path))
+    written.transforms = {"notebooks/13_encoder_block": [transform], "gone": [transform]}
+    written.write()
+    cache = DataCache(str(tmp_path), str(tmp_path))
+    read_cache(cache)
+    assert cache.transforms == {"notebooks/13_encoder_block": [transform]}  # a page whose source is gone is not
+
