@@ -7,7 +7,8 @@ A student version is its chapter with the solutions taken out and the outputs cl
   works and its checker reports "not attempted yet";
 - the block's ``### HINT:`` lines leave the code: they go into a markdown cell just before it, folded
   in a ``<details>`` element, so that a learner opens a hint on purpose (it renders folded in Jupyter
-  and in Colab); the hints of one block form one paragraph, each block's its own;
+  and in Colab); the hints of one block form one paragraph, each block's its own, its sentences
+  capitalised (a sentence that opens with a name from the code, such as ``x`` or ``np.argsort``, keeps it);
 - markdown cells holding a ``{solution}`` directive (or its gated ``solution-start`` and
   ``solution-end`` markers) and cells tagged ``solution`` are removed;
 - the Colab badge points at the student file.
@@ -28,6 +29,10 @@ from tools.notebooks import chapter_notebooks, read, student_path, tags, write
 
 BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "### HINT:"
 SOLUTION_DIRECTIVE = re.compile(r"^\s*(:{3,}|`{3,})\{solution(-start|-end)?\}", re.MULTILINE)
+# The first word of a sentence (at the start, or after a full stop, question or exclamation mark and a space)
+# when it is an English word: the article "a", or two or more lower-case letters that end the word. A name
+# from the code (x, np.argsort, in_proj_weight, p(1), d/du, arctan2) is not one and keeps its case.
+SENTENCE_START = re.compile(r"(^|[.?!]\s+)(a(?= )|[a-z]{2,}(?![\w.(/]))")
 
 
 class SolutionMarkerError(ValueError):
@@ -66,8 +71,14 @@ def strip_solutions(source: str, where: str) -> str:
     return "\n".join(out)
 
 
+def capitalise_sentences(text: str) -> str:
+    """``text`` with the first word of each sentence capitalised, where that word is an English word."""
+    return SENTENCE_START.sub(lambda m: m.group(1) + m.group(2)[0].upper() + m.group(2)[1:], text)
+
+
 def solution_hints(source: str) -> list[str]:
-    """The text of the ``### HINT:`` lines of each marked solution block, one paragraph per block."""
+    """The text of the ``### HINT:`` lines of each marked solution block, one paragraph per block, its sentences
+    capitalised (the lines of a block are one text: a sentence may run over several)."""
     hints: list[str] = []
     block: list[str] | None = None
     for line in source.splitlines():
@@ -76,7 +87,7 @@ def solution_hints(source: str) -> list[str]:
             block = []
         elif stripped == END and block is not None:
             if block:
-                hints.append(" ".join(block))
+                hints.append(capitalise_sentences(" ".join(block)))
             block = None
         elif block is not None and stripped.startswith(HINT):
             block.append(stripped[len(HINT):].strip())

@@ -215,7 +215,7 @@ def test_strip_solutions_keeps_the_signature_and_moves_the_hints_out():
     assert student.strip_solutions(source, "t") == (
         "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
     )
-    assert student.solution_hints(source) == ["square it."]
+    assert student.solution_hints(source) == ["Square it."]
 
 
 @pytest.mark.parametrize(

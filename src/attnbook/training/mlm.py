@@ -246,6 +246,7 @@ def baseline_guesses(train_ids: torch.Tensor, eval_set: MaskedEvalSet, n_chars: 
     - ``"left neighbour"``: the commonest successor of the (true) character on the left;
     - ``"both neighbours"``: the commonest middle of (left, ?, right) in the training text, falling back to
       the left-neighbour guess at the last position of a window or for a pair never seen.
+
     Ties go to the smaller id.
     """
     V = n_chars
