@@ -111,14 +111,50 @@ class AttnOnlyTransformer(nn.Module):
         return [maps[f"layers.{layer}"] for layer in range(self.config.n_layers)]
 
     @contextmanager
-    def ablate(self, layer: int, heads: list[int]) -> Iterator[None]:
+    def ablate(self, layer: int, heads: list[int], replacement: torch.Tensor | None = None) -> Iterator[None]:
         """Within the block, the listed heads of layer ``layer`` write nothing to the residual stream (their
-        slice of the concatenated head outputs is zeroed before the output projection)."""
+        slice of the concatenated head outputs is zeroed before the output projection): a zero ablation. With
+        ``replacement`` ``(T, d_model)`` (or anything that broadcasts to the layer's output ``(B, T, d_model)``),
+        the layer writes that instead of what those heads wrote: passing the heads' mean output
+        (``head_outputs(ids, layer)[:, heads].sum(1).mean(0)``) gives a mean ablation."""
+        self._check_layer(layer)
+        handle = None
+        if replacement is not None:
+            def add(module, args, output):
+                return (output[0] + replacement.to(output[0].dtype),) + tuple(output[1:])
+
+            handle = self.layers[layer].register_forward_hook(add)
+        try:
+            with ablate_heads(self.layers[layer], heads):
+                yield
+        finally:
+            if handle is not None:
+                handle.remove()
+
+    @torch.no_grad()
+    def head_outputs(self, ids: torch.Tensor, layer: int) -> torch.Tensor:
+        """What each head of layer ``layer`` writes to the residual stream on ``ids`` ``(B, T)``:
+        ``(B, h, T, d_model)``, head ``i``'s output ``z_i W_O^i`` (its slice of the concatenated head outputs
+        times its rows of the output projection). Their sum over the heads, plus the projection's bias if it has
+        one, is the layer's output (section "A Transformer made of attention only")."""
+        self._check_layer(layer)
+        attention = self.layers[layer]
+        caught = []
+        handle = attention.out_proj.register_forward_pre_hook(lambda module, args: caught.append(args[0]))
+        try:
+            self(ids)
+        finally:
+            handle.remove()
+        z = caught[0]  # (B, T, d_model): the heads' outputs side by side
+        d_head = self.config.d_model // self.config.n_heads
+        z = z.view(*z.shape[:-1], self.config.n_heads, d_head).transpose(1, 2)  # (B, h, T, d_head)
+        W_o = attention.W_o.view(self.config.n_heads, d_head, self.config.d_model)  # (h, d_head, d_model)
+        return torch.einsum("bhtk,hkd->bhtd", z, W_o)
+
+    def _check_layer(self, layer: int) -> None:
         require_int("layer", layer, 0)
         if layer >= self.config.n_layers:
             raise ValueError(f"layer must lie in [0, {self.config.n_layers - 1}]; got {layer}")
-        with ablate_heads(self.layers[layer], heads):
-            yield
 
 
 def token_losses(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:

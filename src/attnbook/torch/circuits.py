@@ -12,6 +12,8 @@ composition score is unchanged by scaling a matrix).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from attnbook.torch.inspect import offset_score, weight_on
@@ -135,3 +137,65 @@ def random_composition(d_model: int, d_head: int, kind: str = "k", n: int = 1000
     left, right = {"k": (second, ov1.transpose(1, 2)), "q": (second.transpose(1, 2), ov1.transpose(1, 2)),
                    "v": (ov1, second)}[kind]
     return torch.stack([composition_score(a, b) for a, b in zip(left, right, strict=True)]).float()
+
+
+# Token-level circuits (Elhage et al. 2021): the matrices above multiplied out between the embedding and the
+# unembedding, one row and one column for each token of the vocabulary.
+
+
+def full_ov_circuit(model: torch.nn.Module, layer: int, head: int) -> torch.Tensor:
+    """``(V, V)``: entry ``[s, o]`` is the logit of token ``o`` that head ``head`` of layer ``layer`` of an
+    ``AttnOnlyTransformer`` adds at a position whose query attends with weight 1 to a position holding token ``s``
+    (its embedding alone): ``E OV C diag(gamma) W_u``, where ``C`` centres a row as the final norm does. The
+    norm's division by the scale of the whole stream is left out (one positive factor per position, which changes
+    no row's ranking), and so is its shift ``beta`` (the same logits whatever the head writes). Elhage et al.'s
+    ``W_U W_OV W_E`` in the row convention. A head that copies has the largest entry of most rows on the
+    diagonal (``diagonal_top_share``) and mostly positive eigenvalues (``eigenvalue_signs``). Chapter 28."""
+    attention = model.layers[layer]
+    with torch.no_grad():
+        written = model.tok.E @ ov_matrix(attention, head)  # (V, d_model): what the head writes for each token
+        if model.norm is not None:
+            written = (written - written.mean(-1, keepdim=True)) * model.norm.gamma
+        return written @ model.unembed.W_u  # (V, V)
+
+
+def k_circuit(model: torch.nn.Module, earlier: tuple[int, int], later: tuple[int, int], offset: int) -> torch.Tensor:
+    """``(V, V)``: entry ``[a, b]`` is the score (before the softmax, with its ``1 / sqrt(d_head)``) that head
+    ``later = (layer, head)`` of an ``AttnOnlyTransformer``, at a query holding token ``a``, gives a key ``offset``
+    positions back through what head ``earlier`` wrote there when it attended with weight 1 to a position holding
+    token ``b``: ``(E W_Q) R(offset) (E OV W_K)^T``, with ``R`` the rotary rotation of the offset (none for
+    learned positions, where only the tokens count). The token-level K-composition of Elhage et al.: a pair that
+    implements induction through a previous-token head has its largest entry of most rows on the diagonal (the key
+    whose previous token is the query's token). Chapter 28."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an integer >= 0 (the query sits offset positions after the key); got "
+                         f"{offset!r}")
+    if not earlier[0] < later[0]:
+        raise ValueError(f"the earlier head must sit in an earlier layer than the later one; got layers "
+                         f"{earlier[0]} and {later[0]}")
+    first, second = model.layers[earlier[0]], model.layers[later[0]]
+    s = _head_slice(second, later[1])
+    with torch.no_grad():
+        E = model.tok.E  # (V, d_model)
+        q = E @ second.W_q[:, s]  # (V, d_head): each token's query
+        k = (E @ ov_matrix(first, earlier[1])) @ second.W_k[:, s]  # (V, d_head): the key of each token moved there
+        if second.rope is not None:
+            q = second.rope(q.unsqueeze(-2), offset).squeeze(-2)  # rotated as at position offset; the key at 0
+        return q @ k.T / math.sqrt(q.shape[-1])
+
+
+def diagonal_top_share(matrix: torch.Tensor) -> float:
+    """The share of the rows of a square ``matrix`` whose largest entry lies on the diagonal. Chapter 28."""
+    if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"need a square matrix; got shape {tuple(matrix.shape)}")
+    return float((matrix.argmax(-1) == torch.arange(matrix.shape[0], device=matrix.device)).float().mean())
+
+
+def eigenvalue_signs(matrix: torch.Tensor) -> tuple[float, float]:
+    """``(share, score)`` for a square ``matrix``: the share of its eigenvalues with a positive real part, and
+    Elhage et al.'s summary ``sum(lambda) / sum(|lambda|)`` (real, between -1 and 1; 1 when every eigenvalue is
+    positive, as for a matrix that copies every token). Chapter 28."""
+    if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"need a square matrix; got shape {tuple(matrix.shape)}")
+    eig = torch.linalg.eigvals(matrix.double())
+    return float((eig.real > 0).double().mean()), float(eig.sum().real / eig.abs().sum())
