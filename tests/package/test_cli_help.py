@@ -14,7 +14,7 @@ from attnbook.torch.feedforward import ACTIVATIONS
 from attnbook.torch.transformer import GPT_ACTIVATIONS
 from attnbook.training.lm import PRESETS, GPTRunConfig, preset
 
-BENCHMARKS = ("seq2seq", "gpt", "attention", "bpe", "mlm", "rotary", "modern", "speedrun", "vit")
+BENCHMARKS = ("seq2seq", "gpt", "attention", "bpe", "mlm", "rotary", "modern", "speedrun", "induction", "vit")
 COMMANDS = [(bench.main, []), (train.main, []), (train.main, ["gpt"])] + [(bench.main, [name]) for name in BENCHMARKS]
 
 

@@ -104,9 +104,9 @@ def test_the_command_line_checks_every_argument_before_training(tmp_path, capsys
     cases = [
         (["--sample", "-5"], "argument --sample: must be 0 or more; got -5"),
         (["--threads", "-1"], "argument --threads: must be 0 or more; got -1"),
-        (["--grad-clip", "-1"], "grad_clip must be 0"),
-        (["--weight-decay", "-1"], "weight_decay must be 0 or more"),
-        (["--min-lr", "1", "--lr", "0.1"], "min_lr must lie in"),
+        (["--grad-clip", "-1"], "argument --grad-clip: must be 0"),
+        (["--weight-decay", "-1"], "argument --weight-decay: must be 0 or more"),
+        (["--min-lr", "1", "--lr", "0.1"], "argument --min-lr: must lie in [0, --lr = 0.1]"),
         (["--text-file", str(latin1)], "is not UTF-8 text (byte 0xe9 at position 3)"),
         (["--text-file", str(tmp_path / "missing.txt")], "cannot be read"),
     ]

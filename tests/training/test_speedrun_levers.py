@@ -105,7 +105,7 @@ def test_adamw_beside_muon_runs_at_embed_lr_and_muons_momentum_warms_up(verse_te
         GPTRunConfig(muon_momentum_warmup=10)
     with pytest.raises(ValueError, match="schedule must be one of 'cosine', 'linear', 'trapezoid'"):
         GPTRunConfig(schedule="step")
-    with pytest.raises(ValueError, match="muon_ns_steps must be an integer, at least 1"):
+    with pytest.raises(ValueError, match="muon_ns_steps must be a whole number, at least 1"):
         GPTRunConfig(optimizer="muon", muon_ns_steps=0)
 
 

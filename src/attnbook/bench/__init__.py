@@ -16,6 +16,10 @@ multi-query attention.
 bpe (chapter 23): the small CPU recipe on characters and on byte-pair tokens of several vocabulary
 sizes, same model, steps, batch and context in tokens; validation bits per character on the same
 text, parameters, training time, and a sample from each.
+induction (chapter 28): chapter 17's recipe trained and measured at several steps: the heads' induction and
+previous-token scores, the loss on the second copy of a repeated random string against the first, and the
+in-context learning score on the validation text (late positions' loss minus early ones').
+
 vit (chapter 26): the ViT (mean pooling, and a class token) and the convolutional network of chapter 26,
 trained with its recipe on several numbers of training digits and several seeds: test digits right per run,
 their mean and spread, and the network's lead over the ViT seed by seed.
@@ -46,6 +50,7 @@ from attnbook._cli import HelpFormatter, at_least, parse, plain, positive_float,
 from attnbook.bench.attention import bench_attention
 from attnbook.bench.bpe import bench_bpe
 from attnbook.bench.gpt import bench_gpt
+from attnbook.bench.induction import bench_induction
 from attnbook.bench.mlm import bench_mlm, mlm_config
 from attnbook.bench.modern import MODERN_ARMS, bench_modern
 from attnbook.bench.rotary import bench_rotary
@@ -67,6 +72,7 @@ BENCHMARKS = {
     "bpe": "characters against byte-pair tokens, in bits per character",
     "mlm": "masked language modelling against the GPT on the same masked positions",
     "speedrun": "seconds of training to a target validation loss, per variant and seed",
+    "induction": "chapter 17's recipe searched for induction heads and in-context learning as it trains",
     "vit": "the ViT against the convolutional network, several seeds and numbers of training digits",
 }
 
@@ -128,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the blocks compared; the first is the one the others are timed against. Choose from: "
                              + "; ".join(f"'{a}'" for a in MODERN_ARMS))
     modern.add_argument("--threads", type=at_least(1), default=1, help="CPU threads for PyTorch")
+    induction = command("induction")
+    induction.add_argument("--preset", choices=list(PRESETS), default="cpu-small", help="chapter 17's recipe")
+    induction.add_argument("--at", type=at_least(1), nargs="+", default=[100, 200, 300, 400, 600, 800, 1000, 1500],
+                           help="steps after which the run is measured, besides its last")
+    induction.add_argument("--steps", type=at_least(1), default=None, help="training steps (the recipe's by default)")
     vit = command("vit")
     vit.add_argument("--steps", type=at_least(1), default=600, help="training steps of every model")
     vit.add_argument("--seeds", type=at_least(0), nargs="+", default=[0, 1, 2], help="one model per seed, arm and size")
@@ -161,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
         "bpe": lambda: bench_bpe(args.steps, args.vocab_sizes, args.char_contexts),
         "mlm": lambda: bench_mlm(args.preset, args.steps),
         "speedrun": lambda: bench_speedrun(args.variants, args.seeds, args.target, eval_every=args.eval_every),
+        "induction": lambda: bench_induction(args.preset, args.at,
+                                             **({} if args.steps is None else {"steps": args.steps})),
         "vit": lambda: bench_vit(args.steps, args.seeds, args.sizes, args.class_token_sizes),
     }
     run[args.which]()

@@ -1,13 +1,5 @@
-"""``python -m attnbook.bench NAME``: see ``attnbook.bench``; ``induction`` (chapter 28): see
-``attnbook.bench.induction``."""
-
-import sys
+"""``python -m attnbook.bench NAME``: see ``attnbook.bench``."""
 
 from attnbook.bench import main
 
-if sys.argv[1:2] == ["induction"]:
-    from attnbook.bench.induction import main as induction
-
-    induction(sys.argv[2:])
-else:
-    main()
+main()

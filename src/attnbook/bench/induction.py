@@ -100,15 +100,3 @@ def bench_induction(preset_name: str = "cpu-small", at: list[int] | None = None,
 
 def _table(scores: torch.Tensor) -> str:
     return "\n".join("  " + " ".join(f"{float(v):.3f}" for v in row) for row in scores)
-
-
-def main(argv: list[str]) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m attnbook.bench induction", description=__doc__)
-    parser.add_argument("--preset", default="cpu-small", help="chapter 17's recipe")
-    parser.add_argument("--at", type=int, nargs="+", default=[100, 200, 300, 400, 600, 800, 1000, 1500],
-                        help="steps after which the run is measured, besides its last")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (the recipe's by default)")
-    args = parser.parse_args(argv)
-    bench_induction(args.preset, args.at, **({} if args.steps is None else {"steps": args.steps}))
