@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
 
-from attnbook.widgets import controls
-from attnbook.widgets_induction import OTHER, PREVIOUS, TARGET, induction_explorer, plot_head_query
+from attnbook.widgets import controls, induction_explorer, plot_head_query
+from attnbook.widgets.part5 import OTHER, PREVIOUS, TARGET
 
 
 def causal_map(T, seed):

@@ -3,8 +3,7 @@
 import matplotlib.pyplot as plt
 import pytest
 
-from attnbook.widgets import controls
-from attnbook.widgets_lora import forgetting_figure, lora_curves_figure, lora_explorer
+from attnbook.widgets import controls, forgetting_figure, lora_curves_figure, lora_explorer
 
 RUNS = {"rank 1": {"trainable": 10, "steps": [0, 50, 100], "new": [3.0, 2.5, 2.2], "old": [1.9, 2.0, 2.05]},
         "full": {"trainable": 1000, "steps": [0, 50, 100], "new": [3.0, 2.0, 1.6], "old": [1.9, 2.3, 2.6]}}

@@ -4,8 +4,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from attnbook.widgets import controls
-from attnbook.widgets_vit import draw_patch_attention, patch_attention_explorer, patch_attention_grid
+from attnbook.widgets import controls, draw_patch_attention, patch_attention_explorer, patch_attention_grid
 
 
 def maps(L=2, n=3, h=2, N=16, seed=0):

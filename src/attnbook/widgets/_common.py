@@ -19,6 +19,13 @@ def _slider(description: str, value: float, low: float, high: float, step: float
     )
 
 
+def _int_slider(description: str, value: int, high: int, low: int = 0) -> widgets.IntSlider:
+    return widgets.IntSlider(
+        value=value, min=low, max=high, description=description,
+        continuous_update=False, style={"description_width": "initial"}, layout=_slider_layout(),
+    )
+
+
 def _log_slider(description: str, value: float, low_exp: float, high_exp: float) -> widgets.FloatLogSlider:
     return widgets.FloatLogSlider(
         value=value, base=10, min=low_exp, max=high_exp, step=0.05, description=description,
