@@ -79,7 +79,7 @@ def test_hints_become_one_folded_cell_before_their_code():
         "    ### HINT: not the double.\n    return x * x\n    ### END SOLUTION\n"
         "\n\ndef g(x):\n    ### BEGIN SOLUTION\n    return -x\n    ### END SOLUTION\n"
     )
-    assert student.solution_hints(source) == ["think of the square, not the double."]
+    assert student.solution_hints(source) == ["Think of the square, not the double."]
     stub = student.strip_solutions(source, "t")
     assert "Hint" not in stub and "HINT" not in stub
     assert stub.count("raise NotImplementedError") == 2
@@ -102,7 +102,7 @@ def test_student_version_puts_the_hint_cell_just_before_its_code(tmp_path, monke
     monkeypatch.setattr(student.badges, "apply", lambda nb, *args, **kwargs: nb)
     out = student.make_student(path)
     sources = [c.source for c in out.cells]
-    assert sources[1] == "<details><summary>Hint</summary>\n\na square.\n\n</details>"
+    assert sources[1] == "<details><summary>Hint</summary>\n\nA square.\n\n</details>"
     assert sources[2] == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError"
     assert sources[3] == "print(1)"
     assert out.cells[1].id == f"{nb.cells[1].id}-hint"
