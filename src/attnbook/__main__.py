@@ -3,7 +3,7 @@
     attnbook                                  the commands, one line each
     attnbook --version                        the version
     attnbook train gpt --preset tiny          the same as  python -m attnbook.train gpt --preset tiny
-    attnbook bench speedrun --variants muon   the same as  python -m attnbook.bench speedrun --variants muon
+    attnbook bench speedrun --suite race      the same as  python -m attnbook.bench speedrun --suite race
 """
 
 from __future__ import annotations

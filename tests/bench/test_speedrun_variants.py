@@ -2,10 +2,14 @@
 place, so that the ablation table compares like with like. (Combined variants are unions of their parts by
 construction, in ``attnbook.bench.speedrun``.)"""
 
+import shlex
 from dataclasses import replace
+from pathlib import Path
 
-from attnbook.bench.speedrun import VARIANTS
+from attnbook.bench.speedrun import SUITES, VARIANTS
 from attnbook.training.lm import preset
+
+BENCH = Path(__file__).resolve().parents[2] / "notebooks" / "bench"
 
 
 def test_every_variant_is_a_valid_recipe_that_sets_its_fields():
@@ -15,9 +19,23 @@ def test_every_variant_is_a_valid_recipe_that_sets_its_fields():
         assert all(getattr(config, field) == value for field, value in fields.items()), name
 
 
-def test_twice_the_batch_for_half_the_steps_trains_on_as_many_tokens():
-    base, batch = preset("cpu-small"), replace(preset("cpu-small"), **VARIANTS["batch 24"])
-    assert batch.batch_size * batch.steps == base.batch_size * base.steps
+def test_each_suite_reproduces_its_recorded_file_and_every_variant_is_recorded():
+    """A suite's variants are those of the command its recorded file (notebooks/bench/25_NAME.txt) ran, in its
+    order; no variant is in no suite."""
+    for name, variants in SUITES.items():
+        command = next(line for line in (BENCH / f"25_{name}.txt").read_text().splitlines() if line.startswith("$ "))
+        recorded = shlex.split(command.split("--variants", 1)[1])
+        assert recorded == variants, name
+    assert {v for variants in SUITES.values() for v in variants} == set(VARIANTS)
+
+
+def test_a_suite_is_run_by_name(monkeypatch):
+    from attnbook import bench
+
+    ran = []
+    monkeypatch.setattr(bench, "bench_speedrun", lambda variants, *a, **k: ran.append(variants))
+    bench.main(["speedrun", "--suite", "budget"])
+    assert ran == [SUITES["budget"]]
 
 
 def test_each_lever_is_the_bfloat16_muon_recipe_with_one_change():

@@ -135,10 +135,10 @@ def test_bench_short_runs_are_valid_recipes():
     from attnbook.training import mlm
 
     assert bench.mlm_config("notebook", 3000).warmup == mlm.PRESETS["notebook"].warmup
-    runs = bench.speedrun_configs(["baseline", "muon 4x"], [1, 2], 1.9, eval_every=10)
+    runs = bench.speedrun_configs(["baseline", "muon rotary, 1000 steps"], [1, 2], 1.9, eval_every=10)
     assert [(name, c.seed, c.optimizer, c.target) for name, c in runs] == [
-        ("baseline", 1, "adamw", 1.9), ("muon 4x", 1, "muon", 1.9), ("baseline", 2, "adamw", 1.9),
-        ("muon 4x", 2, "muon", 1.9)]
+        ("baseline", 1, "adamw", 1.9), ("muon rotary, 1000 steps", 1, "muon", 1.9), ("baseline", 2, "adamw", 1.9),
+        ("muon rotary, 1000 steps", 2, "muon", 1.9)]
 
 
 def test_train_with_a_target_trains(text_file, capsys):

@@ -55,12 +55,12 @@ from attnbook.bench.mlm import bench_mlm, mlm_config
 from attnbook.bench.modern import MODERN_ARMS, bench_modern
 from attnbook.bench.rotary import bench_rotary
 from attnbook.bench.seq2seq import bench_seq2seq
-from attnbook.bench.speedrun import VARIANTS, bench_speedrun, speedrun_configs
+from attnbook.bench.speedrun import SUITES, VARIANTS, bench_speedrun, speedrun_configs
 from attnbook.bench.vit import bench_vit
 from attnbook.data.tasks import TASKS
 from attnbook.training.lm import PRESETS
 
-__all__ = ["BENCHMARKS", "MODERN_ARMS", "VARIANTS", "build_parser", "main", "mlm_config", "speedrun_configs"]
+__all__ = ["BENCHMARKS", "MODERN_ARMS", "SUITES", "VARIANTS", "build_parser", "main", "mlm_config", "speedrun_configs"]
 
 # The benchmarks, in the order of their chapters: what each measures, in one line (``python -m attnbook`` lists them).
 BENCHMARKS = {
@@ -119,10 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     rotary.add_argument("--speed-only", action="store_true",
                         help="only the generation speed, with an untrained model of the preset's shape")
     speed = command("speedrun")
-    speed.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="VARIANT",
-                       default=["baseline", "muon rotary bf16, 1000 steps"],
-                       help="the recipes raced (quote names with spaces); the first is the one the others are "
-                            "timed against. Choose from: " + "; ".join(f"'{v}'" for v in VARIANTS))
+    chosen = speed.add_mutually_exclusive_group()
+    chosen.add_argument("--suite", choices=list(SUITES),
+                        help="a recorded run of chapter 25, its variants in its order (notebooks/bench/25_SUITE.txt)")
+    chosen.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="VARIANT",
+                        default=["baseline", "muon rotary bf16, 1000 steps"],
+                        help="the recipes raced (quote names with spaces); the first is the one the others are "
+                             "timed against. Choose from: " + "; ".join(f"'{v}'" for v in VARIANTS))
     speed.add_argument("--seeds", nargs="+", type=at_least(0), default=[1, 2, 3], help="one run per seed and variant")
     speed.add_argument("--target", type=positive_float, default=1.9,
                        help="validation loss on the whole split; the recipe's seeds end between 1.887 and 1.899")
@@ -160,6 +163,8 @@ def check_configs(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parse(parser, argv)
+    if getattr(args, "suite", None):
+        args.variants = SUITES[args.suite]
     with usage_errors(parser._subparsers._group_actions[0].choices[args.which]):
         check_configs(args)
     run = {

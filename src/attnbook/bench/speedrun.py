@@ -29,31 +29,10 @@ _SHORT: dict[str, Any] = {"steps": 1000, "warmup": 50}
 _BF16: dict[str, Any] = {"muon_precision": "bf16"}
 _KEPT: dict[str, Any] = {**_MUON_4X, **_ROTARY, **_SHORT, **_BF16}  # the recipe the benchmark keeps
 
-# Each variant: the fields it changes in the recipe. "baseline" is the recipe itself.
 VARIANTS: dict[str, dict[str, Any]] = {
     "baseline": {},
-    # Muon on the block matrices at AdamW's rate (its steps are scaled to AdamW's size), AdamW on the rest.
-    "muon": {"optimizer": "muon"},
-    "muon 4x": _MUON_4X,
-    # AdamW at twice the recipe's peak rate (chapter 17's notebook recipe uses it for its short run).
-    "lr 2x": {"lr": 2e-3},
-    "rotary": _ROTARY,
-    "muon rotary": {**_MUON_4X, **_ROTARY},
-    # The same, with Muon's iteration in bfloat16 (torch.optim.Muon's choice) instead of float32 on a CPU.
-    "muon rotary bf16": {**_MUON_4X, **_ROTARY, **_BF16},
-    # One change each to the recipe (chapter 22's block changes, and those of the GPU speedruns).
-    "swiglu": {"activation": "swiglu"},
-    "relu2": {"activation": "relu2"},
-    "qk norm": {"qk_norm": True},
-    "untied": {"tie_embeddings": False},
-    "compile": {"compile": True},
-    # Twice the batch, half the steps: the same tokens, in larger matrix products.
-    "batch 24": {"batch_size": 24, **_SHORT},
-    "1000 steps": _SHORT,  # the schedule alone
-    # The schedule with Muon and rotary positions, and that recipe with one more change each.
+    # Muon on the block matrices at four times AdamW's rate, rotary positions, the schedule ending at step 1000.
     "muon rotary, 1000 steps": {**_MUON_4X, **_ROTARY, **_SHORT},
-    "muon rotary swiglu, 1000 steps": {**_MUON_4X, **_ROTARY, "activation": "swiglu", **_SHORT},
-    "muon rotary qk norm, 1000 steps": {**_MUON_4X, **_ROTARY, "qk_norm": True, **_SHORT},
     # Muon's iteration in bfloat16: on a processor with bfloat16 instructions the batched products run faster.
     "muon rotary bf16, 1000 steps": _KEPT,
     # AdamW given what the Muon arms have (rotary positions, the 1,000-step schedule) at 2 to 4 times its rate:
@@ -72,6 +51,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "bf16 + swiglu": {**_KEPT, "activation": "swiglu"},
     "bf16 + qk norm": {**_KEPT, "qk_norm": True},
 }
+
+# The recorded runs of chapter 25, each a suite of variants run together (python -m attnbook.bench speedrun --suite
+# NAME), the first the one the others are timed against; each reproduces one file of notebooks/bench/ (25_NAME.txt).
+SUITES: dict[str, list[str]] = {
+    "race": ["baseline", "adamw rotary 2x, 1000 steps", "adamw rotary 3x, 1000 steps", "adamw rotary 4x, 1000 steps",
+             "muon rotary, 1000 steps", "muon rotary bf16, 1000 steps", "muon rotary bf16, 1800 steps, no target"],
+    "levers": ["muon rotary bf16, 1000 steps", "bf16 + trapezoid", "bf16 + zero init", "bf16 + soft-cap",
+               "bf16 + adam 4x, betas 0.8 0.95", "bf16 + momentum warm-up", "bf16, 4 newton-schulz steps",
+               "bf16 + swiglu", "bf16 + qk norm"],
+    "budget": ["baseline", "muon rotary bf16, 1600 steps, no target"],
+}
+
 
 
 @dataclass
