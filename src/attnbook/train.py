@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(gpt, f"argument --out-dir: {config.out_dir} is a file; give a folder for the checkpoint and the log")
     if args.resume and not config.out_dir:
         fail(gpt, "argument --resume: continues the run in --out-dir, and none was given")
+    if args.resume and not (Path(config.out_dir) / "ckpt.pt").is_file():
+        fail(gpt, f"argument --resume: there is no checkpoint to continue at {Path(config.out_dir) / 'ckpt.pt'}")
     text = read_text_file(gpt, args.text_file) if args.text_file else None
     if args.threads:
         torch.set_num_threads(args.threads)

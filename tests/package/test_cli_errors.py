@@ -89,6 +89,7 @@ def test_bench_refuses_a_bad_value_by_its_option(option, argv, capsys):
     (["--warmup", "50", "--steps", "10"], "--warmup"),
     (["--target", "1.5", "--eval-every", "0"], "--target"),
     (["--resume"], "--resume"),
+    (["--resume", "--out-dir", "/nonexistent/run"], "--resume"),
 ])
 def test_train_refuses_an_impossible_combination_by_its_option(argv, option, capsys, monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)  # a machine without a GPU, whatever this one has
