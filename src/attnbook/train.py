@@ -37,6 +37,7 @@ MODELS = {"gpt": "a character-level GPT on Tiny Shakespeare (or --text-file)"}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m attnbook.train``: a subcommand per model, its options from the config fields."""
     parser = argparse.ArgumentParser(prog="python -m attnbook.train", description=plain(__doc__.split("\n")[0]),
                                      formatter_class=HelpFormatter, epilog=plain(__doc__.split("\n", 1)[1]))
     sub = parser.add_subparsers(dest="model", required=True, metavar="MODEL", help="what to train: gpt")
@@ -64,6 +65,7 @@ def read_text_file(parser: argparse.ArgumentParser, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Train what ``argv`` asks for (``sys.argv[1:]`` when ``None``); a usage error exits with status 2."""
     parser = build_parser()
     args = parse(parser, argv)
     gpt = parser._subparsers._group_actions[0].choices["gpt"]  # errors are shown under the gpt command's usage

@@ -62,7 +62,7 @@ from attnbook.training.lm import PRESETS
 
 __all__ = ["BENCHMARKS", "MODERN_ARMS", "SUITES", "VARIANTS", "build_parser", "main", "mlm_config", "speedrun_configs"]
 
-# The benchmarks, in the order of their chapters: what each measures, in one line (``python -m attnbook`` lists them).
+#: The benchmarks, in the order of their chapters: what each measures, in one line (``python -m attnbook`` lists them).
 BENCHMARKS = {
     "seq2seq": "train the chapter 16 tasks to 99% exact match",
     "gpt": "the small CPU recipe on Tiny Shakespeare; throughput; generation",
@@ -78,6 +78,7 @@ BENCHMARKS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m attnbook.bench``: one subcommand per benchmark, its options from their fields."""
     parser = argparse.ArgumentParser(prog="python -m attnbook.bench", description=plain(__doc__.split("\n")[0]),
                                      epilog=plain(__doc__.split("\n", 1)[1]), formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="which", required=True, metavar="BENCHMARK",
@@ -161,6 +162,7 @@ def check_configs(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark ``argv`` names (``sys.argv[1:]`` when ``None``); a usage error exits with status 2."""
     parser = build_parser()
     args = parse(parser, argv)
     if getattr(args, "suite", None):

@@ -126,6 +126,8 @@ def cpu_backends() -> list[str]:
 
 
 def bench_lengths(lengths: list[int], max_plain_gib: float, backends: list[str]) -> None:
+    """Time and memory of NumPy plain and tiled attention and of each PyTorch backend, one row per length in
+    ``lengths``; plain attention is skipped above ``max_plain_gib`` of scores."""
     print(f"\none head, d_head = {D_HEAD}, float32, tiles of {BLOCK} x {BLOCK}; time in ms: median (min-max) of "
           "7, 5 or 3 rounds by length, the kernels taking turns within each round, after a warm-up round; "
           "memory: MiB (NumPy: peak, tracemalloc; PyTorch: allocated during the call, torch.profiler)")
@@ -153,6 +155,8 @@ def bench_lengths(lengths: list[int], max_plain_gib: float, backends: list[str])
 
 
 def bench_causal(T: int, backends: list[str]) -> None:
+    """Tiled attention at length ``T`` with and without the causal mask: the tiles computed and
+    the ratio of the times, for NumPy and each PyTorch backend."""
     Q, K, V = _inputs(T)
     schedule = tile_schedule(T, T, BLOCK, BLOCK, causal=True)
     full = lambda: tiled_attention(Q, K, V, block_q=BLOCK, block_k=BLOCK)  # noqa: E731
@@ -175,6 +179,7 @@ def bench_causal(T: int, backends: list[str]) -> None:
 
 
 def bench_gqa(prompt: int = 64, new_tokens: int = 448) -> None:
+    """Generation with a key-value cache from a 6-layer GPT with 8, 2 and 1 key-value heads: cache size and speed."""
     from attnbook.torch.decoding import generate
     from attnbook.torch.kvcache import KVCache
     from attnbook.torch.transformer import GPT, GPTConfig
@@ -286,6 +291,7 @@ def bench_allocator(lengths: list[int], repeats: int = 3, rounds: int = 15) -> N
 
 
 def bench_attention(lengths: list[int], max_plain_gib: float) -> None:
+    """The whole ``attention`` benchmark: lengths, the causal mask, grouped-query decoding, the allocator."""
     backends = cpu_backends()
     blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
     print(f"attention benchmark: torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__} "

@@ -15,6 +15,9 @@ from attnbook.training.lm import preset, train_gpt
 
 
 def bench_bpe(steps: int, vocab_sizes: list[int], char_contexts: list[int]) -> None:
+    """Train the ``cpu-small`` recipe for ``steps`` steps on characters (one run per context length in
+    ``char_contexts``) and on BPE tokens (one run per vocabulary size, context 64); print bits per character on
+    the same validation text, and a sample of each."""
     from attnbook.data.bpe import BPETokenizer
     from attnbook.data.shakespeare import load_tinyshakespeare
     from attnbook.data.text import CharTokenizer

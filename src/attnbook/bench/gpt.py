@@ -84,6 +84,9 @@ def bench_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, repeats:
 
 
 def bench_gpt(steps: int, new_tokens: int) -> None:
+    """The ``cpu-small`` recipe: training throughput of the package's GPT and of the torch.nn reference against
+    the measured matmul rate, a run of ``steps`` steps with its validation loss and a sample, then generation of
+    ``new_tokens`` tokens with and without the key-value cache."""
     print(f"GPT benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}", flush=True)
     config = preset("cpu-small", steps=steps, warmup=min(100, steps), progress=False)  # warm-up within the run

@@ -19,6 +19,9 @@ def mlm_config(preset_name: str, steps: int) -> mlm.MLMRunConfig:
 
 
 def bench_mlm(preset_name: str, steps: int) -> None:
+    """Train the masked language model of recipe ``preset_name`` and a GPT of the same sizes for ``steps`` steps;
+    print both models' accuracy and loss on the same masked validation positions, simple guesses' accuracy, and
+    the accuracy by quarter of the window."""
     print(f"MLM benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}", flush=True)
     config = mlm_config(preset_name, steps)

@@ -14,9 +14,9 @@ import torch
 
 from attnbook.training.lm import preset, train_gpt
 
-# The arms of ``bench modern``: overrides of the recipe. Grouped-query attention (2 key-value heads of 4) and
-# rotary positions (no position table) save weights; the Llama-style block's SwiGLU takes them back with
-# d_ff = 393 instead of swiglu_hidden(128) = 341, so the two models differ by 128 weights in 809,856.
+#: The arms of ``bench modern``: overrides of the recipe. Grouped-query attention (2 key-value heads of 4) and
+#: rotary positions (no position table) save weights; the Llama-style block's SwiGLU takes them back with
+#: d_ff = 393 instead of swiglu_hidden(128) = 341, so the two models differ by 128 weights in 809,856.
 MODERN_ARMS: dict[str, dict] = {
     "gpt2": {},
     "llama": {"norm": "rms", "activation": "swiglu", "bias": False, "n_kv_heads": 2, "d_ff": 393,
@@ -31,6 +31,8 @@ MODERN_ARMS: dict[str, dict] = {
 
 
 def bench_modern(steps: int, seeds: list[int], arms: list[str], threads: int) -> None:
+    """Train each arm of ``MODERN_ARMS`` named in ``arms`` with each seed for ``steps`` steps of the ``cpu-small``
+    recipe on ``threads`` threads; print each run's validation loss and the arms' means."""
     torch.set_num_threads(threads)
     print(f"modern block benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}", flush=True)

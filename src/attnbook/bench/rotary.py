@@ -42,6 +42,9 @@ def bench_sliding_cache(model: GPT, new_tokens: int, repeats: int = 3) -> None:
 
 def bench_rotary(preset_name: str, steps: int, seeds: list[int], multipliers: list[int], new_tokens: int,
                  speed_only: bool = False) -> None:
+    """Train learned-position and rotary models of recipe ``preset_name`` with each seed; evaluate the last rotary
+    model at ``multipliers`` times the training context (full attention and a sliding window), then time
+    generation with a sliding cache. With ``speed_only``, the generation timing alone, on an untrained model."""
     from attnbook.data.shakespeare import load_tinyshakespeare
     from attnbook.training.lm import loss_by_position, split_text_ids
 

@@ -14,6 +14,7 @@ from attnbook.training.trainer import TrainConfig
 
 
 def bench_seq2seq(tasks: list[str], max_steps: int) -> None:
+    """Train each task of ``tasks`` (at most ``max_steps`` steps) to 99% validation exact match; print a row each."""
     print(f"seq2seq benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}")
     print(f"{'task':>8} {'lengths':>8} {'steps':>6} {'train s':>8} {'s to 99%':>9} {'val EM':>7} {'test EM':>8} "

@@ -29,6 +29,7 @@ _SHORT: dict[str, Any] = {"steps": 1000, "warmup": 50}
 _BF16: dict[str, Any] = {"muon_precision": "bf16"}
 _KEPT: dict[str, Any] = {**_MUON_4X, **_ROTARY, **_SHORT, **_BF16}  # the recipe the benchmark keeps
 
+#: The variants of ``bench speedrun``: overrides of the ``cpu-small`` recipe, by name.
 VARIANTS: dict[str, dict[str, Any]] = {
     "baseline": {},
     # Muon on the block matrices at four times AdamW's rate, rotary positions, the schedule ending at step 1000.
@@ -52,8 +53,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "bf16 + qk norm": {**_KEPT, "qk_norm": True},
 }
 
-# The recorded runs of chapter 25, each a suite of variants run together (python -m attnbook.bench speedrun --suite
-# NAME), the first the one the others are timed against; each reproduces one file of notebooks/bench/ (25_NAME.txt).
+#: The recorded runs of chapter 25, each a suite of variants run together (python -m attnbook.bench speedrun --suite
+#: NAME), the first the one the others are timed against; each reproduces one file of notebooks/bench/ (25_NAME.txt).
 SUITES: dict[str, list[str]] = {
     "race": ["baseline", "adamw rotary 2x, 1000 steps", "adamw rotary 3x, 1000 steps", "adamw rotary 4x, 1000 steps",
              "muon rotary, 1000 steps", "muon rotary bf16, 1000 steps", "muon rotary bf16, 1800 steps, no target"],

@@ -42,6 +42,8 @@ def build(arm: str, seed: int) -> torch.nn.Module:
 
 
 def bench_vit(steps: int, seeds: list[int], sizes: list[int], class_token_sizes: list[int]) -> None:
+    """Train the ViT (mean pooling), the class-token ViT and the CNN on the first n digits for each n of ``sizes``
+    (the class-token ViT only for n in ``class_token_sizes``), with each seed; print test accuracy and seconds."""
     print(f"ViT benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{platform.processor() or platform.machine()}", flush=True)
     data = load_digits_split(n_test=360, seed=0, scale=2)

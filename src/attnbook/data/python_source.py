@@ -21,7 +21,8 @@ from attnbook.data.shakespeare import DataUnavailableError
 
 FILE_NAME = "python_stdlib.txt"
 END_OF_HEADER = "# --- end of header ---\n"
-PYTHON_VERSION = "3.11.7"
+PYTHON_VERSION = "3.11.7"  #: the CPython release whose standard library the text is taken from
+#: The standard-library files the text is made of, in order.
 PYTHON_SOURCE_FILES = ("textwrap.py", "heapq.py", "bisect.py", "fractions.py", "string.py", "shlex.py",
                        "colorsys.py", "queue.py", "random.py", "fnmatch.py", "glob.py", "graphlib.py", "reprlib.py",
                        "sched.py", "copy.py", "contextlib.py")

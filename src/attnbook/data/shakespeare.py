@@ -35,6 +35,7 @@ def cache_dir() -> Path:
 
 
 def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hexadecimal, read a mebibyte at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import torch
 
-PAD, BOS, EOS, PLUS = 0, 1, 2, 3
-DIGIT0 = 4
-VOCAB_SIZE = DIGIT0 + 10
-TASKS = ("reverse", "sort", "add")
+PAD, BOS, EOS, PLUS = 0, 1, 2, 3  #: padding, begin, end and "+"
+DIGIT0 = 4  #: the token of the digit 0; digit ``d`` is ``DIGIT0 + d``
+VOCAB_SIZE = DIGIT0 + 10  #: the four special tokens and the ten digits
+TASKS = ("reverse", "sort", "add")  #: the tasks, by name
 
 
 def encode_digits(digits: list[int]) -> list[int]:
+    """The tokens of a list of digits: digit ``d`` is token ``DIGIT0 + d``."""
     return [DIGIT0 + d for d in digits]
 
 

@@ -116,7 +116,8 @@ class GPTRunConfig(GPTShape, LMTrainConfig):
         return GPTConfig(vocab_size=vocab_size, **{name: getattr(self, name) for name in MODEL_FIELDS})
 
 
-# The recipes train with the exact GELU, as nanoGPT's do (GPT-2 itself uses the tanh approximation).
+#: The recipes of ``train gpt --preset``, by name. They train with the exact GELU, as nanoGPT's do (GPT-2 itself
+#: uses the tanh approximation).
 PRESETS: dict[str, GPTRunConfig] = {
     # A few seconds: for tests and for trying the command.
     "tiny": GPTRunConfig(n_layers=2, n_heads=2, d_model=32, block_size=16, activation="gelu", steps=40,

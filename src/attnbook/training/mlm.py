@@ -141,6 +141,7 @@ class MLMRunConfig(EncoderShape, LMTrainConfig):
         return GPTRunConfig(**(shape | training | {"activation": "gelu"} | overrides))
 
 
+#: The recipes of the masked language model (``python -m attnbook.bench mlm --preset``), by name.
 PRESETS: dict[str, MLMRunConfig] = {
     # A few seconds: for tests.
     "tiny": MLMRunConfig(n_layers=2, n_heads=2, d_model=32, block_size=16, steps=40, batch_size=8, warmup=5,
