@@ -60,7 +60,33 @@ def test_heads_assumed_to_be_d_model_over_h_wide_fail():
         return circuits_by_loop(W_q, W_k, W_v, W_o, h, d_head=W_q.shape[0] // h)
 
     verdict = check_head_circuits(width_from_d_model)
-    assert not verdict and "h=2, d_head=1" in verdict.message
+    assert not verdict and "h=2, d_head=1" in verdict.message and "not d_model / h" in verdict.message
+
+
+def test_counting_mistakes_a_learner_makes_get_their_hint():
+    def without_output_bias(d_model, d_kv, h, d_head):
+        n = h * d_head
+        return (d_model + 1) * n + 2 * (d_kv + 1) * n + n * d_model
+
+    def keys_values_from_d_model(d_model, d_kv, h, d_head):
+        n = h * d_head
+        return 3 * (d_model + 1) * n + (n + 1) * d_model
+
+    verdict = check_mha_parameters(without_output_bias)
+    assert not verdict and "linear map with a bias too" in verdict.message, verdict.message
+    verdict = check_mha_parameters(keys_values_from_d_model)
+    assert not verdict and "width d_kv" in verdict.message, verdict.message
+
+
+def test_heads_reshaped_to_d_model_over_h_get_the_hint_on_their_width():
+    def reshaped_with_d_model_over_h(W_q, W_k, W_v, W_o, h):
+        d_model = W_q.shape[0]
+        Wq, Wk, Wv = (W.reshape(d_model, h, d_model // h).transpose(1, 0, 2) for W in (W_q, W_k, W_v))
+        Wo = W_o.reshape(h, d_model // h, d_model)
+        return np.stack([Wq @ Wk.transpose(0, 2, 1), Wv @ Wo])
+
+    verdict = check_head_circuits(reshaped_with_d_model_over_h)
+    assert not verdict and "not d_model / h" in verdict.message, verdict.message
 
 
 def test_wrong_answers_not_among_the_listed_mistakes_fail():

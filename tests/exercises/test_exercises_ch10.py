@@ -1,56 +1,105 @@
-"""Chapter 10's checker accepts answers computed another way, refuses the package's convolution and the
-library convolutions, and rejects wrong answers a learner might write."""
+"""Chapter 10's checker accepts heads built another way, whose sum is torch's causal dilated convolution;
+refuses the package's convolution and the library convolutions; and rejects wrong heads a learner might
+build, each with the hint that names its mistake."""
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
 import attnbook.numpy as anp
 from attnbook.exercises import check_dilated_causal_conv
+from attnbook.exercises.ch10 import _causal_heads
 
 
-def conv_by_loops(x, kernel, dilation):
-    T, k = x.shape[0], kernel.shape[-1]
-    y = np.zeros((T, kernel.shape[0]))
-    for i in range(T):
-        for j in range(k):
+def heads_by_loops(T, k, dilation):
+    A = np.zeros((k, T, T))
+    for j in range(k):
+        for i in range(T):
             t = i - (k - 1 - j) * dilation
             if t >= 0:
-                y[i] += kernel[:, :, j] @ x[t]
-    return y
+                A[j, i, t] = 1.0
+    return A
 
 
-def test_an_answer_computed_another_way_passes():
-    assert check_dilated_causal_conv(conv_by_loops)
+@pytest.mark.parametrize("T, k, dilation", [(9, 3, 2), (7, 2, 4), (6, 4, 1), (4, 3, 3)])
+def test_the_reference_heads_add_up_to_torch_s_causal_dilated_convolution(T, k, dilation):
+    g = np.random.default_rng(T * 10 + k)
+    x, kernel = g.normal(size=(T, 2)), g.normal(size=(3, 2, k))
+    A = _causal_heads(T, k, dilation)
+    ours = sum(A[j] @ x @ kernel[:, :, j].T for j in range(k))
+    padded = F.pad(torch.tensor(x.T[None]), ((k - 1) * dilation, 0))
+    torch_y = F.conv1d(padded, torch.tensor(kernel), dilation=dilation)[0].numpy().T
+    np.testing.assert_allclose(ours, torch_y, atol=1e-12)
 
 
-def test_delegating_to_a_convolution_is_refused_by_name():
-    def through_torch(x, kernel, dilation):
-        k = kernel.shape[-1]
-        padded = F.pad(torch.tensor(x.T[None]), ((k - 1) * dilation, 0))
-        return F.conv1d(padded, torch.tensor(kernel), dilation=dilation)[0].numpy().T
+def test_heads_computed_another_way_pass():
+    assert check_dilated_causal_conv(heads_by_loops)
+    assert check_dilated_causal_conv(lambda T, k, r: heads_by_loops(T, k, r).astype(bool))
 
-    def through_package(x, kernel, dilation):
-        # Spread the kernel over a dilated, left-shifted window and let the package do the rest.
-        k = kernel.shape[-1]
-        wide = np.zeros(kernel.shape[:2] + (2 * (k - 1) * dilation + 1,))
-        wide[:, :, : (k - 1) * dilation + 1 : dilation] = kernel
-        return anp.conv1d_as_attention(x, wide)
 
-    verdict = check_dilated_causal_conv(through_torch)
-    assert not verdict and "conv1d" in verdict.message
+def test_delegating_to_the_package_is_refused_by_name():
+    def through_package(T, k, dilation):
+        return anp.offset_attention_weights(T, [-(k - 1 - j) * dilation for j in range(k)])
+
+    def through_conv(T, k, dilation):
+        # each head read off a convolution of the identity with a one-hot kernel
+        heads = []
+        for j in range(k):
+            one_hot = np.zeros((1, 1, k))
+            one_hot[0, 0, j] = 1.0
+            padded = F.pad(torch.eye(T, dtype=torch.float64)[:, None, :], ((k - 1) * dilation, 0))
+            heads.append(F.conv1d(padded, torch.tensor(one_hot), dilation=dilation)[:, 0, :].numpy().T)
+        return np.stack(heads)
+
     verdict = check_dilated_causal_conv(through_package)
-    assert not verdict and "attnbook.numpy.convolution.conv1d_as_attention" in verdict.message
+    assert not verdict and "attnbook.numpy.convolution.offset_attention_weights" in verdict.message
+    verdict = check_dilated_causal_conv(through_conv)
+    assert not verdict and "conv1d" in verdict.message
+
+
+def test_heads_shifted_by_slices_of_the_identity_pass():
+    # Any construction of the right matrices is an answer: the exercise asks for the heads, not a method.
+    def sliced(T, k, dilation):
+        A = np.zeros((k, T, T))
+        for j in range(k):
+            s = (k - 1 - j) * dilation
+            if s < T:
+                A[j, s:, : T - s] = np.eye(T - s)
+        return A
+
+    def sliced_past_the_end(T, k, dilation):
+        # the same without the test: a tap that reads before every token (s >= T) breaks the slice
+        A = np.zeros((k, T, T))
+        for j in range(k):
+            s = (k - 1 - j) * dilation
+            A[j, s:, : T - s] = np.eye(max(T - s, 0))
+        return A
+
+    assert check_dilated_causal_conv(sliced)
+    verdict = check_dilated_causal_conv(sliced_past_the_end)
+    assert not verdict and "T=5, k=3, dilation=3" in verdict.message
+
+
+@pytest.mark.parametrize("wrong, words", [
+    # the heads flipped left to right as np.convolve's true convolution would read the kernel
+    (lambda T, k, r: heads_by_loops(T, k, r)[::-1], "does not flip the kernel"),
+    # keys and queries swapped: every head reads the future
+    (lambda T, k, r: heads_by_loops(T, k, r).transpose(0, 2, 1), "on or below the diagonal"),
+    # taps r apart forgotten
+    (lambda T, k, r: heads_by_loops(T, k, 1), "r positions apart"),
+    # the padding read from the other end of the sequence
+    (lambda T, k, r: np.stack([np.roll(np.eye(T), -(k - 1 - j) * r, axis=1) for j in range(k)]), "row of zeros"),
+])
+def test_a_learner_s_mistakes_fail_with_the_hint_that_names_them(wrong, words):
+    verdict = check_dilated_causal_conv(wrong)
+    assert not verdict and words in verdict.message, verdict.message
 
 
 def test_wrong_answers_not_among_the_listed_mistakes_fail():
-    # The zero padding replaced by wrapping round, and the kernel's channels transposed.
-    def wraps_round(x, kernel, dilation):
-        k = kernel.shape[-1]
-        return sum(np.roll(x, (k - 1 - j) * dilation, axis=0) @ kernel[:, :, j].T for j in range(k))
-
-    assert not check_dilated_causal_conv(wraps_round)
-    assert not check_dilated_causal_conv(lambda x, kernel, dilation: conv_by_loops(x, kernel, dilation)[::-1])
+    # The convolution's output instead of its heads, and one head for the whole kernel.
+    assert not check_dilated_causal_conv(lambda T, k, r: heads_by_loops(T, k, r).sum(axis=0))
+    assert not check_dilated_causal_conv(lambda T, k, r: np.tril(np.ones((k, T, T))))
 
 
 def test_unattempted_exercise_says_so():

@@ -30,6 +30,14 @@ def _output_bias_of_inner_width(d_model: int, d_kv: int, h: int, d_head: int) ->
     return (d_model + 2 * d_kv + d_model) * inner + 4 * inner
 
 
+def _no_output_bias(d_model: int, d_kv: int, h: int, d_head: int) -> int:
+    return _count(d_model, d_kv, h, d_head) - d_model
+
+
+def _keys_values_from_queries_width(d_model: int, d_kv: int, h: int, d_head: int) -> int:
+    return _count(d_model, d_model, h, d_head)
+
+
 def _self_attention_formula(d_model: int, d_kv: int, h: int, d_head: int) -> int:
     return 4 * d_model * d_model + 4 * d_model
 
@@ -48,6 +56,9 @@ check_mha_parameters = Checker(
                                  "d_head."),
         Mistake(_output_bias_of_inner_width, "the output projection maps h d_head back to d_model: its bias has "
                                              "d_model numbers."),
+        Mistake(_no_output_bias, "the output projection is a linear map with a bias too: d_model more numbers."),
+        Mistake(_keys_values_from_queries_width, "the keys and values are projected from the context's tokens, of "
+                                                 "width d_kv: their matrices have d_kv rows, not d_model."),
         Mistake(_self_attention_formula, "4 d_model^2 + 4 d_model holds only when d_kv = d_model and h d_head = "
                                          "d_model; count each projection from its input and output widths."),
     ),
@@ -106,16 +117,27 @@ def _scaled(W_q, W_k, W_v, W_o, h):
     return np.stack([Wq @ Wk.transpose(0, 2, 1) / math.sqrt(Wq.shape[-1]), Wv @ Wo])
 
 
+def _width_from_d_model(W_q, W_k, W_v, W_o, h):
+    # blocks of d_model / h columns, the chapter's usual width, where these projections have h d_head columns
+    w = W_q.shape[0] // h
+    cols = [slice(i * w, (i + 1) * w) for i in range(h)]
+    return np.stack([np.stack([W_q[:, c] @ W_k[:, c].T for c in cols]), np.stack([W_v[:, c] @ W_o[c] for c in cols])])
+
+
 def _all_heads_together(W_q, W_k, W_v, W_o, h):
     both = np.stack([W_q @ W_k.T, W_v @ W_o])  # (2, d_model, d_model): the sums over the heads
     return np.repeat(both[:, None], h, axis=1)
 
 
+_D_HEAD = ("a head's width d_head is the projections' width h d_head divided by h, not d_model / h: in this "
+           "exercise the two differ.")
+
 check_head_circuits = Checker(
     name="head_circuits",
-    doc="Check ``fn(W_q, W_k, W_v, W_o, h) -> (2, h, d_model, d_model)``: for projections ``(d_model, h d_head)`` "
-        "and ``W_o`` ``(h d_head, d_model)``, head ``i``'s ``A_i = W_q^(i) W_k^(i)T`` (its column blocks) in "
-        "``[0, i]`` and ``B_i = W_v^(i) W_o^(i)`` (``W_o``'s row block) in ``[1, i]``.",
+    doc="Check ``fn(W_q, W_k, W_v, W_o, h) -> (2, h, d_model, d_model)``: for a layer without biases, with "
+        "projections ``(d_model, h d_head)`` and ``W_o`` ``(h d_head, d_model)``, head ``i``'s two matrices of "
+        "weights alone: ``[0, i]`` the ``A_i`` with which its scores are ``X A_i X^T / sqrt(d_head)``, and "
+        "``[1, i]`` the ``B_i`` with which its term of the layer's output is its weights times ``X B_i``.",
     reference=_circuits,
     cases=_circuit_cases(),
     mistakes=(
@@ -127,9 +149,11 @@ check_head_circuits = Checker(
         Mistake(_keys_first, "A_i is W_q^(i) W_k^(i)T, so that the scores are X A_i X^T with the queries' tokens "
                              "on the rows; W_k^(i) W_q^(i)T is its transpose."),
         Mistake(_scaled, "A_i holds the weights only: the 1 / sqrt(d_head) of the scores is not part of it."),
+        Mistake(_width_from_d_model, _D_HEAD),
         Mistake(_all_heads_together, "W_q W_k^T and W_v W_o are the sums of the heads' circuits; each head has its "
                                      "own, from its own blocks."),
     ),
     atol=1e-10,
     forbidden=(multi_head_attention, split_heads, merge_heads),
+    error_hints=(("cannot reshape", _D_HEAD),),
 )
