@@ -174,7 +174,7 @@ def _delegated(model: nn.Module) -> str | None:
     for name, module in model.named_modules():
         cls = type(module)
         if cls.__module__.startswith(_REFUSED_MODULES) or isinstance(module, _TORCH_LAYERS):
-            where = f"its module `{name}`" if name else "the model itself"
+            where = f"your model's module `{name}`" if name else "your model itself"
             return (f"{where} is a `{cls.__module__}.{cls.__qualname__}`: the model must be built from your own "
                     "modules (torch.nn's Linear and LayerNorm inside them are fine), its attention written by hand")
     return None
@@ -240,8 +240,10 @@ class ViTLoRAChecker:
 
     # --- calling the learner's code ----------------------------------------------------------------------------
 
-    def _fail(self, outcome: Outcome, text: str, label: str) -> _Stop:
-        return _Stop(Verdict(False, f"{self.name}: {text} (input: {label}).", outcome=outcome))
+    def _fail(self, outcome: Outcome, text: str, label: str, more: str | None = None) -> _Stop:
+        """The verdict that stops the check: what is wrong, on which input, then (``more``) which part."""
+        more = f" {more[0].upper()}{more[1:]}" if more else ""
+        return _Stop(Verdict(False, f"{self.name}: {text} (input: {label}).{more}", outcome=outcome))
 
     def _call(self, what: str, fn: Callable[..., Any], args: tuple[Any, ...], label: str) -> Any:
         """``fn(*args)`` under the time limit and the watch; a failure stops the check with its verdict."""
@@ -264,7 +266,8 @@ class ViTLoRAChecker:
         else:
             failed = None
         if watch.called is not None:
-            raise self._fail(Outcome.REFUSED, f"{what} {watch.refusal()} {self.allowances()}", label)
+            named, kind, why = watch.called
+            raise self._fail(Outcome.REFUSED, f"{what} calls {named}, {kind}", label, f"{why} {self.allowances()}")
         if failed is not None:
             raise self._fail(Outcome.ERROR, f"{what} {failed}", label)
         return got
@@ -295,8 +298,7 @@ class ViTLoRAChecker:
         got = self._call("your model", model, (images.clone(),), label)
         problem = self._compare("the logits", expected["logits"], got, label)
         if problem is not None:
-            raise self._fail(problem.outcome, f"{problem.text} {self._first_part(model, images, expected, label)}",
-                             label)
+            raise self._fail(problem.outcome, problem.text, label, self._first_part(model, images, expected, label))
 
         # 2. the adapters, at B = 0
         adapted = copy.deepcopy(reference)
@@ -312,7 +314,7 @@ class ViTLoRAChecker:
         problem = self._compare("with B = 0 the adapted model must give the base model's logits; the logits",
                                 expected["logits"], got, label)
         if problem is not None:
-            raise self._fail(problem.outcome, f"{problem.text}. {fault()}", label)
+            raise self._fail(problem.outcome, problem.text, label, fault())
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         if trainable != count_trainable(adapted):
             raise self._fail(Outcome.WRONG_VALUE, f"after add_lora_qv {trainable} parameters require gradients, the "
@@ -337,7 +339,7 @@ class ViTLoRAChecker:
         problem = self._compare("with the same random A and B in both models' adapters, the logits", want, got,
                                 label)
         if problem is not None:
-            raise self._fail(problem.outcome, f"{problem.text}. {fault()}", label)
+            raise self._fail(problem.outcome, problem.text, label, fault())
         if not (torch.is_tensor(got) and got.requires_grad):
             raise self._fail(Outcome.WRONG_VALUE, "the adapted model's logits carry no gradient: A and B must "
                              "require gradients and the forward pass must not detach them", label)
@@ -350,8 +352,7 @@ class ViTLoRAChecker:
                                             f"{self._adapter_name(i)}", getattr(layer, factor).grad,
                                             grad, label, GRAD_ATOL, GRAD_RTOL)
                     text = problem.text if problem is not None else f"no gradient reached {factor}"
-                    raise self._fail(Outcome.WRONG_VALUE, f"{text}. {fault()}",
-                                     label)
+                    raise self._fail(Outcome.WRONG_VALUE, text, label, fault())
 
         # 4. merged
         for i, ours in enumerate(mine):
@@ -361,14 +362,14 @@ class ViTLoRAChecker:
         problem = self._compare("after merge() of every adapter the logits must stay those of the adapted model; "
                                 "the logits", want, got, label)
         if problem is not None:
-            raise self._fail(problem.outcome, f"{problem.text}. {self._merge_fault(mine, theirs, label)}", label)
+            raise self._fail(problem.outcome, problem.text, label, self._merge_fault(mine, theirs, label))
 
     # --- checks of form and policy ------------------------------------------------------------------------------
 
     def _refuse_delegation(self, model: nn.Module, label: str) -> None:
         reason = _delegated(model)
         if reason is not None:
-            raise self._fail(Outcome.REFUSED, reason, label)
+            raise self._fail(Outcome.REFUSED, reason, label, self.allowances())
 
     @staticmethod
     def _adapter_name(i: int) -> str:
@@ -483,7 +484,7 @@ class ViTLoRAChecker:
                             "once more in forward; a merged adapter's forward is the plain projection.")
                 if _close(y, base + change, ATOL, RTOL) or _close(y, base + (1 + layer.scaling) * change, ATOL,
                                                                   RTOL):
-                    return (f"merge() of {self._adapter_name(i)} forgets the scale: it adds (alpha / r) A B, "
+                    return (f"The merge() of {self._adapter_name(i)} forgets the scale: it adds (alpha / r) A B, "
                             f"{layer.scaling:g} A B here, into W.")
                 return f"After merge(), {self._adapter_name(i)} no longer gives x W + b + (alpha / r) x A B."
         return "Every adapter, alone, agrees with the package's after merge(): look at where the model calls them."
