@@ -148,3 +148,4 @@ check_lora_grad_a = Checker(
     atol=1e-9,
     forbidden=_AUTOGRAD,
 )
+from attnbook.exercises._part5 import check_vit_with_lora, trace_names  # noqa: E402,F401  (Part V capstone)
