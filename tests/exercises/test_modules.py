@@ -414,3 +414,15 @@ def test_an_error_in_forward_is_reported_with_its_case():
 def test_a_module_checker_is_not_a_function_checker():
     assert all(isinstance(c, ModuleChecker) for _, c in CHECKERS)
     assert "module checker for MultiQueryAttention" in repr(check_multi_query_attention)
+
+
+def test_a_head_count_fixed_in_the_code_passes_one_case_and_fails_the_next():
+    class TwoHeads(ParallelBlock):
+        def __init__(self, d_model, n_heads, d_ff):
+            super().__init__(d_model, n_heads, d_ff)
+            self.attn.h = 2  # right for the first case only
+
+    verdict = check_parallel_block(TwoHeads)
+    assert verdict.outcome is Outcome.WRONG_VALUE
+    assert "ParallelBlock(12, 3, 24)" in verdict.message  # the first case has 2 heads: it passed
+    assert "the input of your `attn.w_o` differs" in verdict.message
