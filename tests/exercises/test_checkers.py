@@ -10,6 +10,7 @@ from _answers import accepts_reference
 
 import attnbook.exercises as exercises
 from attnbook.exercises._harness import Case, Checker, chapter_checkers
+from attnbook.exercises._modules import ModuleChecker, module_checkers
 
 FOUND = chapter_checkers()
 CHECKERS = [(name, c) for name, c, _ in FOUND]
@@ -39,6 +40,7 @@ PUBLIC = [name for name in exercises.__all__ if name.startswith("check_")]
 def test_every_checker_is_exported_under_its_public_name():
     exported = {id(getattr(exercises, name)) for name in PUBLIC}
     public = [checker for _, checker in CHECKERS if id(checker) not in PRIVATE]
+    public += [checker for _, checker in module_checkers()]  # the exercises that ask for a module's class
     assert exported == {id(checker) for checker in public}
     assert len(PUBLIC) == len(public)
 
@@ -46,6 +48,13 @@ def test_every_checker_is_exported_under_its_public_name():
 @pytest.mark.parametrize("name", PUBLIC)
 def test_public_checker_is_a_checker_whose_docstring_states_the_contract(name):
     check = getattr(exercises, name)
+    if isinstance(check, ModuleChecker):  # an exercise that asks for a class: the verdict names the class
+        assert name == "check_" + "".join(f"_{c.lower()}" if c.isupper() else c for c in check.name).lstrip("_")
+        assert check.__doc__ == check.doc and check.doc.startswith(f"Check the class ``{check.name}(")
+        assert inspect.getdoc(check) == check.doc
+        text = repr(check)
+        assert "\n" not in text and text.startswith(f"<module checker for {check.name}: Check the class")
+        return
     assert isinstance(check, Checker)
     assert name == f"check_{check.name}"  # the verdict names the function the exercise asks for
     assert check.__doc__ == check.doc and check.doc.startswith("Check ``fn(")

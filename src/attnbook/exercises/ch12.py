@@ -6,6 +6,15 @@ import torch
 import torch.nn.functional as F
 
 from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._modules import (
+    ModuleCase,
+    ModuleChecker,
+    ReferenceAttention,
+    away_from_init,
+    causal_mask,
+    lengths_mask,
+)
+from attnbook.torch.attention import scaled_dot_product_attention
 
 # --- the one float mask nn.MultiheadAttention builds from its two masks -------------------------------------
 
@@ -172,4 +181,45 @@ check_smoothed_ce_grad = Checker(
     atol=1e-10,
     forbidden=("torch.autograd.backward", "torch.autograd.grad", "torch.autograd.functional.vjp",
                "torch.autograd.functional.jacobian", "torch.func.grad", "torch.func.vjp"),
+)
+
+
+# --- a module: multi-query attention, one key and value head shared by every query head ---------------------
+
+
+class _MultiQueryAttention(ReferenceAttention):
+    """The reference: the package's attention on ``n_heads`` query heads that share one key-value head."""
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__(d_model, n_heads, n_kv_heads=1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return super().forward(x, None, mask)
+
+
+def _mqa_cases() -> list[ModuleCase]:
+    g = torch.Generator().manual_seed(1203)
+    f64 = torch.float64
+    return [
+        ModuleCase("x (2, 5, 8), no mask", (8, 2), (torch.randn(2, 5, 8, generator=g, dtype=f64),)),
+        ModuleCase("x (2, 6, 12), the causal mask (6, 6)", (12, 3),
+                   (torch.randn(2, 6, 12, generator=g, dtype=f64), causal_mask(6))),
+        ModuleCase("x (3, 5, 8), a padding mask (3, 1, 5) of lengths 5, 2, 4", (8, 4),
+                   (torch.randn(3, 5, 8, generator=g, dtype=f64), lengths_mask((5, 2, 4), 5)[:, None, :])),
+        ModuleCase("x (1, 4, 16) in float32, no mask", (16, 4), (torch.randn(1, 4, 16, generator=g),)),
+    ]
+
+
+check_multi_query_attention = ModuleChecker(
+    name="MultiQueryAttention",
+    doc="Check the class ``MultiQueryAttention(d_model, n_heads)``: ``nn.Linear`` submodules ``w_q`` "
+        "``(d_model -> d_model)``, ``w_k`` and ``w_v`` ``(d_model -> d_head)`` with ``d_head = d_model / n_heads``, "
+        "and ``w_o`` ``(d_model -> d_model)``, all with biases; ``forward(x, mask=None)`` for ``x`` "
+        "``(B, T, d_model)`` and a boolean ``mask`` broadcastable to ``(B, T, T)`` (True where allowed) returns "
+        "``(B, T, d_model)``: ``n_heads`` query heads, every one attending with the one key head and value head.",
+    reference=_MultiQueryAttention,
+    cases=_mqa_cases(),
+    prepare=away_from_init,
+    allowed=(scaled_dot_product_attention,),
+    seed=1203,
 )

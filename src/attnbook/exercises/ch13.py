@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._modules import (
+    ModuleCase,
+    ModuleChecker,
+    ReferenceAttention,
+    away_from_init,
+    causal_mask,
+    lengths_mask,
+)
 from attnbook.torch import EncoderBlock, LayerNorm, layer_norm
+from attnbook.torch.attention import scaled_dot_product_attention
 
 # --- layer norm per group of features, in a channels-first array ----------------------------------------------
 
@@ -226,4 +236,106 @@ check_pre_norm_block = Checker(
                torch.native_layer_norm, torch.nn.LayerNorm.forward, F.group_norm, torch.group_norm,
                torch.native_group_norm, torch.nn.GroupNorm.forward, F.instance_norm, torch.instance_norm,
                F.batch_norm, torch.batch_norm, torch.native_batch_norm, F.rms_norm, "torch.rms_norm"),
+)
+
+
+# --- modules: a parallel block as in GPT-J, and an encoder that classifies -------------------------------------
+
+
+class _SelfAttention(ReferenceAttention):
+    """The exercises' self-attention submodule: ``forward(x, mask=None)``."""
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__(d_model, n_heads)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return super().forward(x, None, mask)
+
+
+class _ParallelBlock(nn.Module):
+    """``x + attn(LN(x)) + ff(LN(x))``, one norm for both branches (GPT-J)."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.attn = _SelfAttention(d_model, n_heads)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.norm(x)
+        return x + self.attn(h, mask) + self.ff(h)
+
+
+def _parallel_cases() -> list[ModuleCase]:
+    g = torch.Generator().manual_seed(1303)
+    f64 = torch.float64
+    return [
+        ModuleCase("x (2, 5, 8), no mask", (8, 2, 16), (2 * torch.randn(2, 5, 8, generator=g, dtype=f64),)),
+        ModuleCase("x (2, 6, 12), the causal mask (6, 6)", (12, 3, 24),
+                   (torch.randn(2, 6, 12, generator=g, dtype=f64) + 1, causal_mask(6))),
+        ModuleCase("x (3, 5, 8), a padding mask (3, 1, 5) of lengths 5, 2, 4", (8, 4, 32),
+                   (torch.randn(3, 5, 8, generator=g, dtype=f64), lengths_mask((5, 2, 4), 5)[:, None, :])),
+        ModuleCase("x (1, 4, 16) in float32, no mask", (16, 4, 32), (torch.randn(1, 4, 16, generator=g),)),
+    ]
+
+
+check_parallel_block = ModuleChecker(
+    name="ParallelBlock",
+    doc="Check the class ``ParallelBlock(d_model, n_heads, d_ff)``: ``forward(x, mask=None)`` returns "
+        "``x + attn(norm(x), mask) + ff(norm(x))`` for ``x`` ``(B, T, d_model)`` and a boolean ``mask`` "
+        "broadcastable to ``(B, T, T)``, True where allowed; ``norm`` an ``nn.LayerNorm(d_model)``; ``attn`` "
+        "multi-head self-attention with ``nn.Linear`` submodules ``w_q``, ``w_k``, ``w_v``, ``w_o`` "
+        "``(d_model -> d_model)``; ``ff`` ``nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), "
+        "nn.Linear(d_ff, d_model))``.",
+    reference=_ParallelBlock,
+    cases=_parallel_cases(),
+    prepare=away_from_init,
+    allowed=(scaled_dot_product_attention,),
+    seed=1303,
+)
+
+
+class _EncoderClassifier(nn.Module):
+    """Post-norm encoder blocks, the mean of each sequence's real positions, and a linear head."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, n_layers: int, n_classes: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(EncoderBlock(d_model, n_heads, d_ff) for _ in range(n_layers))
+        self.head = nn.Linear(d_model, n_classes)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x, keep[:, None, :])
+        pooled = (x * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)  # (B, d_model): real positions only
+        return self.head(pooled)
+
+
+def _classifier_cases() -> list[ModuleCase]:
+    g = torch.Generator().manual_seed(1304)
+    f64 = torch.float64
+    return [
+        ModuleCase("x (2, 5, 8), lengths 5 and 3", (8, 2, 16, 2, 3),
+                   (torch.randn(2, 5, 8, generator=g, dtype=f64), lengths_mask((5, 3), 5))),
+        ModuleCase("x (3, 6, 12), lengths 6, 1 and 4", (12, 3, 24, 1, 5),
+                   (torch.randn(3, 6, 12, generator=g, dtype=f64), lengths_mask((6, 1, 4), 6))),
+        ModuleCase("x (2, 4, 8), no padding", (8, 4, 16, 3, 2),
+                   (torch.randn(2, 4, 8, generator=g, dtype=f64), lengths_mask((4, 4), 4))),
+        ModuleCase("x (2, 5, 16) in float32, lengths 2 and 5", (16, 4, 32, 2, 4),
+                   (torch.randn(2, 5, 16, generator=g), lengths_mask((2, 5), 5))),
+    ]
+
+
+check_encoder_classifier = ModuleChecker(
+    name="EncoderClassifier",
+    doc="Check the class ``EncoderClassifier(d_model, n_heads, d_ff, n_layers, n_classes)``: ``blocks`` an "
+        "``nn.ModuleList`` of ``n_layers`` of the package's ``EncoderBlock(d_model, n_heads, d_ff)`` (post-norm), "
+        "``head`` an ``nn.Linear(d_model, n_classes)``; ``forward(x, keep)`` for ``x`` ``(B, T, d_model)`` and "
+        "``keep`` ``(B, T)`` boolean (True at the real positions, at least one a row) runs the blocks with the "
+        "padding mask, averages each sequence's outputs over its real positions and returns the head's logits "
+        "``(B, n_classes)``.",
+    reference=_EncoderClassifier,
+    cases=_classifier_cases(),
+    prepare=away_from_init,
+    allowed=(EncoderBlock,),
+    seed=1304,
 )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._modules import ModuleCase, ModuleChecker, ReferenceAttention, away_from_init, lengths_mask
 from attnbook.torch import DecoderBlock, EncoderBlock, causal_mask
+from attnbook.torch.attention import scaled_dot_product_attention
 
 # --- several documents packed into one row: causal within each document, nothing across them -------------
 
@@ -129,4 +132,84 @@ check_influence_by_rows = Checker(
     atol=1e-9,
     forbidden=("torch.autograd.functional.jacobian", "torch.autograd.functional.hessian", "torch.func.jacrev",
                "torch.func.jacfwd"),
+)
+
+
+# --- modules: a cross-attention block with a source padding mask, and a gated one as in Flamingo ---------------
+
+
+class _CrossAttentionBlock(nn.Module):
+    """``x + attn(LN(x), memory)``: queries from the normalised target, keys and values from the memory, the
+    source's padding hidden from every query."""
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.attn = ReferenceAttention(d_model, n_heads)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, src_keep: torch.Tensor) -> torch.Tensor:
+        return x + self.attn(self.norm(x), memory, src_keep[:, None, :])  # mask (B, 1, S): the same for every query
+
+
+class _GatedCrossBlock(nn.Module):
+    """Flamingo's gated cross-attention block: each sublayer's output scaled by the tanh of a learned gate that
+    starts at 0, so that the new block starts as the identity."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = ReferenceAttention(d_model, n_heads)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.attn_gate, self.ff_gate = nn.Parameter(torch.zeros(1)), nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, src_keep: torch.Tensor) -> torch.Tensor:
+        x = x + torch.tanh(self.attn_gate) * self.attn(self.norm1(x), memory, src_keep[:, None, :])
+        return x + torch.tanh(self.ff_gate) * self.ff(self.norm2(x))
+
+
+def _cross_cases(with_ff: bool) -> list[ModuleCase]:
+    g = torch.Generator().manual_seed(1405 + with_ff)
+    f64 = torch.float64
+    cases = []
+    for B, T, S, d, h, lengths, dtype in ((2, 4, 6, 8, 2, (6, 3), f64), (3, 5, 3, 12, 3, (3, 1, 2), f64),
+                                          (1, 3, 7, 8, 4, (7,), f64), (2, 5, 4, 16, 4, (2, 4), torch.float32)):
+        init = (d, h, 2 * d) if with_ff else (d, h)
+        x = torch.randn(B, T, d, generator=g, dtype=f64).to(dtype)
+        memory = torch.randn(B, S, d, generator=g, dtype=f64).to(dtype)
+        keep = lengths_mask(lengths, S)
+        memory[~keep] = 5.0  # loud padding: it must not count
+        kind = " in float32" if dtype == torch.float32 else ""
+        cases.append(ModuleCase(f"x ({B}, {T}, {d}){kind}, memory ({B}, {S}, {d}) of lengths "
+                                f"{', '.join(map(str, lengths))}", init, (x, memory, keep)))
+    return cases
+
+
+check_cross_attention_block = ModuleChecker(
+    name="CrossAttentionBlock",
+    doc="Check the class ``CrossAttentionBlock(d_model, n_heads)``: ``forward(x, memory, src_keep)`` returns "
+        "``x + attn(norm(x), memory)`` for ``x`` ``(B, T, d_model)``, ``memory`` ``(B, S, d_model)`` and "
+        "``src_keep`` ``(B, S)`` boolean (True at the real source positions), every query attending only to the "
+        "real positions of its own source; ``norm`` an ``nn.LayerNorm(d_model)``; ``attn`` multi-head attention "
+        "with ``nn.Linear`` submodules ``w_q``, ``w_k``, ``w_v``, ``w_o`` ``(d_model -> d_model)``, queries from "
+        "its first input, keys and values from its second.",
+    reference=_CrossAttentionBlock,
+    cases=_cross_cases(with_ff=False),
+    prepare=away_from_init,
+    allowed=(scaled_dot_product_attention,),
+    seed=1405,
+)
+
+check_gated_cross_block = ModuleChecker(
+    name="GatedCrossBlock",
+    doc="Check the class ``GatedCrossBlock(d_model, n_heads, d_ff)``: ``forward(x, memory, src_keep)`` computes "
+        "``x = x + tanh(attn_gate) * attn(norm1(x), memory)``, then returns ``x + tanh(ff_gate) * ff(norm2(x))``, "
+        "for ``x`` ``(B, T, d_model)``, ``memory`` ``(B, S, d_model)`` and ``src_keep`` ``(B, S)`` boolean; "
+        "``norm1``, ``norm2`` ``nn.LayerNorm(d_model)``; ``attn`` as in ``CrossAttentionBlock``; ``ff`` "
+        "``nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))``; ``attn_gate`` and "
+        "``ff_gate`` parameters of shape ``(1,)`` starting at 0.",
+    reference=_GatedCrossBlock,
+    cases=_cross_cases(with_ff=True),
+    prepare=away_from_init,
+    allowed=(scaled_dot_product_attention,),
+    seed=1406,
 )
