@@ -218,7 +218,8 @@ check_encode_with_heap = PartsChecker(
         Mistake(_longest_prefix, "that is the longest match from the left (WordPiece's rule); BPE replays its "
                 "merges by rank, which can cut a word elsewhere."),
     ),
-    forbidden=(BPETokenizer._encode_chunk, BPETokenizer.encode_list, BPETokenizer.encode, BPETokenizer.pieces),
+    forbidden=(BPETokenizer._encode_chunk, BPETokenizer._merge, BPETokenizer.encode_list, BPETokenizer.encode,
+               BPETokenizer.pieces),
     extra=_lookups_grow_with_bytes,
 )
 
