@@ -16,15 +16,14 @@ from attnbook.exercises import (
 def fp16_by_vector_norm(x, gamma, eps):
     # another float16 answer: the norm of x / m, with m its largest entry, and eps scaled by 1 / m^2
     m = x.abs().amax(dim=-1, keepdim=True)
-    m = torch.where(m > 0, m, torch.ones_like(m))
+    m = torch.where(m > 2**-10, m, torch.full_like(m, 2**-10))  # tiny rows: eps / m^2 stays finite
     y = x / m
     rms = torch.linalg.vector_norm(y, dim=-1, keepdim=True) / x.shape[-1] ** 0.5
     return gamma * y / torch.sqrt(rms * rms + eps / m / m)
 
 
 def fp16_by_max(x, gamma, eps):
-    m = x.abs().amax(dim=-1, keepdim=True)
-    m = torch.where(m > 0, m, torch.ones_like(m))
+    m = x.abs().amax(dim=-1, keepdim=True).clamp_min(2**-8)
     y = x / m
     return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + (eps / m) / m) * gamma
 
@@ -90,8 +89,16 @@ def test_the_float16_mistakes_are_named():
         y = x / torch.where(m > 0, m, torch.ones_like(m))
         return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + eps) * gamma
 
+    def unfloored(x, gamma, eps):  # right except for tiny rows, where eps / m / m overflows
+        m = x.abs().amax(dim=-1, keepdim=True)
+        m = torch.where(m > 0, m, torch.ones_like(m))
+        y = x / m
+        return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + (eps / m) / m) * gamma
+
     assert "256 sqrt(d)" in check_rms_norm_fp16(over_root_d).message
     assert "eps / m^2" in check_rms_norm_fp16(eps_unscaled).message
+    verdict = check_rms_norm_fp16(unfloored)
+    assert not verdict and "Hold m at a floor" in verdict.message, verdict.message
 
 
 def test_autograd_is_refused_by_name():

@@ -189,16 +189,23 @@ class BPETokenizer:
         return len(self.vocab)
 
     def _encode_chunk(self, chunk: str) -> list[int]:
+        """One chunk's ids: its UTF-8 bytes, merged; remembered for the next time the chunk occurs."""
         ids = self._cache.get(chunk)
         if ids is None:
-            ids = list(chunk.encode("utf-8", "surrogatepass"))
-            while len(ids) > 1:  # merge the lowest-ranked pair present, until none is a merge
-                pair = min(pairwise(ids), key=lambda p: self.ranks.get(p, (len(self.merges),))[0])
-                if pair not in self.ranks:
-                    break
-                ids = merge_pair(ids, pair, self.ranks[pair][1])
+            ids = self._merge(list(chunk.encode("utf-8", "surrogatepass")))
             if len(self._cache) < 100_000:
                 self._cache[chunk] = ids
+        return ids
+
+    def _merge(self, ids: list[int]) -> list[int]:
+        """Apply the merges to one chunk's ids by rank: while some adjacent pair is a merge, merge every
+        occurrence of the one learned earliest."""
+        while len(ids) > 1:
+            # the adjacent pair of lowest rank; a pair that is no merge ranks after every merge
+            pair = min(pairwise(ids), key=lambda p: self.ranks.get(p, (len(self.merges),))[0])
+            if pair not in self.ranks:
+                break  # no adjacent pair is a merge
+            ids = merge_pair(ids, pair, self.ranks[pair][1])
         return ids
 
     def encode_list(self, text: str) -> list[int]:

@@ -96,6 +96,10 @@ def _half_cases() -> list[Case]:
             gamma = 1 + 0.3 * torch.randn(shape[-1], generator=g)
             cases.append(Case(f"random x {shape} of scale {scale:g} ({why}), eps={eps:g}",
                               (half(x), half(gamma), eps)))
+    for scale, eps in ((1e-6, 1e-6), (3e-7, 1e-7)):  # rows whose largest entry m has eps / m^2 past 65504
+        x, gamma = torch.randn(3, 16, generator=g) * scale, 1 + 0.3 * torch.randn(16, generator=g)
+        cases.append(Case(f"random x (3, 16) of scale {scale:g} (tiny rows: eps / max|x|^2 past 65504), "
+                          f"eps={eps:g}", (half(x), half(gamma), eps)))
     x, gamma = torch.randn(4, 8, generator=g) * 50, 0.01 * (1 + 0.3 * torch.randn(8, generator=g))
     cases.append(Case("random x (4, 8) of scale 50 with a small gain, about 0.01, eps=1e-5",
                       (half(x), half(gamma), 1e-5)))
@@ -125,6 +129,13 @@ def _rescaled_eps_unscaled(x, gamma, eps):
     return y / torch.sqrt((y * y).mean(dim=-1, keepdim=True) + eps) * gamma
 
 
+def _unfloored(x, gamma, eps):
+    # divide by the largest entry and eps by its square, with no floor under m: eps / m / m overflows for tiny rows
+    m = x.abs().amax(dim=-1, keepdim=True)
+    y = x / torch.where(m > 0, m, torch.ones_like(m))
+    return y * torch.rsqrt((y * y).mean(dim=-1, keepdim=True) + eps / m / m) * gamma
+
+
 check_rms_norm_fp16 = _HalfChecker(
     name="rms_norm_fp16",
     doc="Check ``fn(x, gamma, eps) -> x.shape``: RMSNorm over the last axis of a float16 ``x`` with a float16 "
@@ -138,6 +149,9 @@ check_rms_norm_fp16 = _HalfChecker(
                 "65504 still overflows. Divide by a number that depends on the entries themselves."),
         Mistake(_all_in_half, "an entry of 256 or more has a square past 65504, float16's largest number: the "
                 "mean square is inf and every output 0. Bring the entries into range before squaring."),
+        Mistake(_unfloored, "in a row whose largest entry m is below about sqrt(eps / 65504), eps / m / m "
+                "overflows to inf and every output is 0, where the exact output is near x / sqrt(eps). Hold m at "
+                "a floor (2^-8, say) before dividing: the identity holds for any m > 0."),
         Mistake(_rescaled_eps_unscaled, "after dividing x by m, eps must be divided by m^2 as well: the RMS of x "
                 "is m sqrt(mean((x/m)^2) + eps / m^2)."),
     ),

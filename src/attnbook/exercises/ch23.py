@@ -218,7 +218,8 @@ check_encode_with_heap = PartsChecker(
         Mistake(_longest_prefix, "that is the longest match from the left (WordPiece's rule); BPE replays its "
                 "merges by rank, which can cut a word elsewhere."),
     ),
-    forbidden=(BPETokenizer._encode_chunk, BPETokenizer.encode_list, BPETokenizer.encode, BPETokenizer.pieces),
+    forbidden=(BPETokenizer._encode_chunk, BPETokenizer._merge, BPETokenizer.encode_list, BPETokenizer.encode,
+               BPETokenizer.pieces),
     extra=_lookups_grow_with_bytes,
 )
 
@@ -336,7 +337,8 @@ check_learn_merges_incremental = Checker(
     cases=_training_cases(),
     mistakes=(
         Mistake(_first_seen_ties, "among pairs with the same count, take the smallest (left, right), not the one "
-                "your dictionary met first: the rule must not depend on the order of the chunks."),
+                "your dictionary met first. Taking the first met is a convention too (minbpe's max over a dict), but "
+                "then the merges depend on the order of the chunks, and learn_merges's do not."),
         Mistake(_each_chunk_once, "weight each chunk's pairs by its count: a chunk that occurs 5 times in the text "
                 "adds 5 to each of its pairs."),
         Mistake(_without_overlaps, "count every position: in 'aaaa' the pair ('a', 'a') occurs 3 times, although "

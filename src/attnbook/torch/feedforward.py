@@ -43,6 +43,13 @@ def swiglu(x: torch.Tensor, W1: torch.Tensor, W3: torch.Tensor, W2: torch.Tensor
     Shapes: ``x`` ``(..., d_model)``, ``W1`` and ``W3`` ``(d_model, d_ff)``, ``W2`` ``(d_ff, d_model)``;
     the result has the shape of ``x``. ``silu(z) = z * sigmoid(z)``. Chapter 22.
     """
+    x, W1, W3, W2 = _checked_swiglu(x, W1, W3, W2)
+    return (F.silu(x @ W1) * (x @ W3)) @ W2  # gate (..., d_ff) times value (..., d_ff), then down to d_model
+
+
+def _checked_swiglu(x: torch.Tensor, W1: torch.Tensor, W3: torch.Tensor,
+                    W2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``swiglu``'s checks: tensors of a floating type, with shapes that chain."""
     for name, a in (("x", x), ("W1", W1), ("W3", W3), ("W2", W2)):
         require_tensor(name, a)
     x, W1, W3, W2 = as_float("x", x), as_float("W1", W1), as_float("W3", W3), as_float("W2", W2)
@@ -51,7 +58,7 @@ def swiglu(x: torch.Tensor, W1: torch.Tensor, W3: torch.Tensor, W2: torch.Tensor
         raise ValueError(f"expected x (..., d_model), W1 and W3 (d_model, d_ff), W2 (d_ff, d_model); got x "
                          f"{shape_str(x.shape)}, W1 {shape_str(W1.shape)}, W3 {shape_str(W3.shape)}, "
                          f"W2 {shape_str(W2.shape)}")
-    return (F.silu(x @ W1) * (x @ W3)) @ W2
+    return x, W1, W3, W2
 
 
 def swiglu_hidden(d_model: int) -> int:

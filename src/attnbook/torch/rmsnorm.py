@@ -19,6 +19,13 @@ def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-5) -> torch.T
     ``torch.nn.RMSNorm``. Chapter 22. Refuses a negative or NaN ``eps``; with ``eps = 0`` a zero vector gives
     NaN (0 / 0), as in the NumPy twin.
     """
+    x, gamma = _checked(x, gamma, eps)
+    ms = (x * x).mean(dim=-1, keepdim=True)  # (..., 1): the mean square, not the variance
+    return x * torch.rsqrt(ms + eps) * gamma  # rsqrt: 1 / sqrt, one operation
+
+
+def _checked(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rms_norm``'s checks: tensors, a floating type, ``gamma`` of shape ``(d,)``, ``eps`` 0 or more."""
     require_tensor("x", x)
     require_tensor("gamma", gamma)
     x, gamma = as_float("x", x), as_float("gamma", gamma)
@@ -26,8 +33,7 @@ def rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-5) -> torch.T
         raise ValueError(f"gamma must have shape (d,) with d the last axis of x; got x {shape_str(x.shape)} "
                          f"and gamma {shape_str(gamma.shape)}")
     require_real("eps", eps, "a finite number, 0 or more", lambda e: e >= 0)
-    ms = (x * x).mean(dim=-1, keepdim=True)  # (..., 1): the mean square, not the variance
-    return x * torch.rsqrt(ms + eps) * gamma
+    return x, gamma
 
 
 class RMSNorm(nn.Module):
