@@ -26,7 +26,7 @@ class LayerNorm(nn.Module):
     ``bias=False`` leaves ``beta`` out.
 
     The module calls PyTorch's fused kernel, which computes the same function as ``layer_norm`` above
-    (the tests check it) in one pass instead of six. Refuses a width ``d`` below 1 and a negative or NaN
+    (the tests check it) in one call. Refuses a width ``d`` below 1 and a negative or NaN
     ``eps``.
     """
 
