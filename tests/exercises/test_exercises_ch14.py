@@ -7,14 +7,22 @@ from attnbook.exercises import check_influence_by_rows, check_packed_self_mask
 from attnbook.torch import causal_mask
 
 
-def packed_by_loops(doc_ids):
-    B, T = doc_ids.shape
-    out = torch.zeros(B, T, T, dtype=torch.bool)
-    for b in range(B):
-        for i in range(T):
-            for j in range(i + 1):
-                out[b, i, j] = bool(doc_ids[b, i] == doc_ids[b, j] and doc_ids[b, j] >= 0)
+def packed_by_loops(lengths, T):
+    out = torch.zeros(len(lengths), T, T, dtype=torch.bool)
+    for b, row in enumerate(lengths):
+        start = 0
+        for n in row:  # each document sees itself causally, nothing else
+            for i in range(start, start + n):
+                out[b, i, start:i + 1] = True
+            start += n
     return out
+
+
+def doc_ids_of(lengths, T):
+    ids = torch.full((len(lengths), T), -1)
+    for b, row in enumerate(lengths):
+        ids[b, :sum(row)] = torch.repeat_interleave(torch.arange(len(row)), torch.tensor(row))
+    return ids
 
 
 def influence_by_backward(f, x, clear=True):
@@ -57,10 +65,8 @@ def test_gradients_that_pile_up_between_passes_are_refused():
 
 def test_a_mask_that_only_separates_documents_at_their_first_token_is_refused():
     # a learner who lets every document see the previous one, except across the very first boundary
-    def packed_from_padding_only(doc_ids):
-        T = doc_ids.shape[1]
-        lengths = (doc_ids >= 0).sum(1)
-        real = torch.arange(T)[None, :] < lengths[:, None]
+    def packed_from_padding_only(lengths, T):
+        real = torch.arange(T)[None, :] < torch.tensor([sum(row) for row in lengths])[:, None]
         return torch.tril(torch.ones(T, T, dtype=torch.bool))[None] & real[:, None, :]
 
     verdict = check_packed_self_mask(packed_from_padding_only)
@@ -68,10 +74,24 @@ def test_a_mask_that_only_separates_documents_at_their_first_token_is_refused():
 
 
 def test_a_mask_that_lets_pads_attend_to_themselves_is_refused():
-    def pads_see_themselves(doc_ids):
-        T = doc_ids.shape[1]
+    def pads_see_themselves(lengths, T):
+        doc_ids = doc_ids_of(lengths, T)
         same = doc_ids[:, :, None] == doc_ids[:, None, :]
         eye = torch.eye(T, dtype=torch.bool)
         return causal_mask(T) & same & ((doc_ids >= 0)[:, None, :] | eye)
 
     assert not check_packed_self_mask(pads_see_themselves)
+
+
+def test_a_boundary_one_position_early_is_refused_with_its_hint():
+    # cumulative sums used as the first position of the *current* document: each last token joins the next one
+    def early(lengths, T):
+        ids = torch.full((len(lengths), T), -1)
+        for b, row in enumerate(lengths):
+            last = torch.tensor(row).cumsum(0) - 1  # taken as the start of the next document
+            ids[b, :sum(row)] = torch.bucketize(torch.arange(sum(row)), last, right=True)
+        same = ids[:, :, None] == ids[:, None, :]
+        return causal_mask(T) & same & (ids >= 0)[:, None, :]
+
+    verdict = check_packed_self_mask(early)
+    assert not verdict and "still belongs to it" in verdict.message

@@ -13,47 +13,73 @@ from attnbook.torch.attention import scaled_dot_product_attention
 # --- several documents packed into one row: causal within each document, nothing across them -------------
 
 
-def _packed(doc_ids):
+def _doc_ids(lengths, T, boundary_early=False):
+    """``(B, T)`` ids: the document of each position, -1 for the padding after the row's documents. With
+    ``boundary_early``, each document's last position is counted in the next one (a sum of lengths taken as the
+    last position of a document instead of the first of the next)."""
+    ids = torch.full((len(lengths), T), -1, dtype=torch.long)
+    for b, row in enumerate(lengths):
+        ends = torch.tensor(row).cumsum(0)  # the first position after each document
+        pos = torch.arange(int(ends[-1]))
+        ids[b, :len(pos)] = (pos[:, None] >= ends[None, :] - int(boundary_early)).sum(-1)
+    return ids
+
+
+def _packed_ids(doc_ids):
     same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (B, T, T): query i and key j in one document
     real_key = (doc_ids >= 0)[:, None, :]  # padding (id -1) is no document
     return causal_mask(doc_ids.shape[1]) & same & real_key
 
 
-def _packed_causal_only(doc_ids):
-    return causal_mask(doc_ids.shape[1]) & (doc_ids >= 0)[:, None, :]
+def _packed(lengths, T):
+    return _packed_ids(_doc_ids(lengths, T))
 
 
-def _packed_no_causal(doc_ids):
-    return (doc_ids[:, :, None] == doc_ids[:, None, :]) & (doc_ids >= 0)[:, None, :]
+def _packed_causal_only(lengths, T):
+    return causal_mask(T) & (_doc_ids(lengths, T) >= 0)[:, None, :]
 
 
-def _packed_pads_see_pads(doc_ids):
-    return causal_mask(doc_ids.shape[1]) & (doc_ids[:, :, None] == doc_ids[:, None, :])
+def _packed_no_causal(lengths, T):
+    ids = _doc_ids(lengths, T)
+    return (ids[:, :, None] == ids[:, None, :]) & (ids >= 0)[:, None, :]
 
 
-def _packed_upper(doc_ids):
-    return _packed(doc_ids).mT
+def _packed_pads_see_pads(lengths, T):
+    ids = _doc_ids(lengths, T)
+    return causal_mask(T) & (ids[:, :, None] == ids[:, None, :])
+
+
+def _packed_upper(lengths, T):
+    return _packed(lengths, T).mT
+
+
+def _packed_boundary_early(lengths, T):
+    return _packed_ids(_doc_ids(lengths, T, boundary_early=True))
 
 
 check_packed_self_mask = Checker(
     name="packed_self_mask",
-    doc="Check ``fn(doc_ids) -> (B, T, T)`` booleans: the decoder's self-attention mask for documents packed "
-        "into rows, ``doc_ids`` ``(B, T)`` integers, -1 for padding.",
+    doc="Check ``fn(lengths, T) -> (B, T, T)`` booleans: the decoder's self-attention mask for documents packed "
+        "into rows of length ``T``, ``lengths[b]`` the lengths of row b's documents in order, padding after them.",
     reference=_packed,
-    cases=[Case(f"doc_ids={ids}", (torch.tensor(ids),)) for ids in (
-        [[0, 0, 0]],
-        [[0, 0, 1, 1, 1]],
-        [[0, 1, 1, 2, -1, -1], [5, 5, 5, 5, 5, -1]],
-        [[3, 3, 4, 4, 4, 4, 7, -1]],
+    cases=[Case(f"lengths={lengths}, T={T}", (lengths, T)) for lengths, T in (
+        ([[3]], 3),
+        ([[2, 3]], 5),
+        ([[1, 2, 1], [5]], 6),
+        ([[2, 4, 1]], 8),
+        ([[1, 1, 1, 1]], 4),
     )],
     mistakes=(
         Mistake(_packed_causal_only, "a token must not see the end of the previous document packed before it: "
-                "keys of another document are not allowed."),
+                "keys of another document would change its output."),
         Mistake(_packed_no_causal, "within a document the mask is still causal: key j only where j <= i."),
-        Mistake(_packed_pads_see_pads, "padding (id -1) is no document: no query may attend to a padded key, "
+        Mistake(_packed_pads_see_pads, "padding belongs to no document: no query may attend to a padded key, "
                 "not even a padded query."),
         Mistake(_packed_upper, "query i may see keys j <= i: the lower triangle, not the upper."),
+        Mistake(_packed_boundary_early, "a document of n tokens covers n positions, from the sum of the lengths "
+                "before it to that sum + n - 1: the last of them still belongs to it."),
     ),
+    allowed=(causal_mask,),
 )
 
 
