@@ -87,6 +87,18 @@ def test_the_future_cannot_change_the_past():
     assert not torch.allclose(m(ids)[:, 6:], m(changed)[:, 6:])
 
 
+def test_ids_errors_name_the_shape_and_the_limit():
+    m = model(n_layers=1)
+    with pytest.raises(ValueError, match=r"ids must be a tensor of shape \(B, T\); got torch.Size\(\[9\]\)"):
+        m(ids_batch()[0])
+    with pytest.raises(ValueError, match=r"ids must be a tensor of shape \(B, T\); got <class 'list'>"):
+        m.residual([[1, 2, 3]])
+    too_long = torch.zeros(1, m.config.block_size + 1, dtype=torch.long)
+    with pytest.raises(ValueError, match=f"sequence of length {m.config.block_size + 1} is longer than block_size = "
+                                         f"{m.config.block_size}"):
+        m(too_long)
+
+
 @pytest.mark.parametrize("layer, heads", [(0, [1]), (1, [0]), (1, [0, 1])])
 def test_ablation_equals_zeroing_the_heads_rows_of_the_output_projection(layer, heads):
     m = model(n_layers=2, bias=True)
@@ -268,7 +280,8 @@ def test_composition_is_invariant_to_scaling_and_bounded():
     # 1 exactly when the product's norm is the product of the norms: rank-one matrices that line up
     u, w = torch.randn(6, 1, generator=g, dtype=torch.float64), torch.randn(1, 6, generator=g, dtype=torch.float64)
     torch.testing.assert_close(composition_score(w.T @ u.T, u @ w), torch.tensor(1.0, dtype=torch.float64))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"need two matrices that multiply, \(m, n\) and \(n, p\); got \(2, 3\) and "
+                                         r"\(2, 3\)"):
         composition_score(torch.ones(2, 3), torch.ones(2, 3))
 
 

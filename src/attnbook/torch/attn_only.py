@@ -71,13 +71,13 @@ class AttnOnlyTransformer(nn.Module):
     def __init__(self, config: AttnOnlyConfig) -> None:
         super().__init__()
         c = self.config = config
-        self.tok = TokenEmbedding(c.vocab_size, c.d_model)
+        self.tok = TokenEmbedding(c.vocab_size, c.d_model)  # E: (V, d_model)
         self.pos = LearnedPositions(c.block_size, c.d_model) if c.positions == "learned" else None
-        self.layers = nn.ModuleList(
+        self.layers = nn.ModuleList(  # attention only: no feed-forward network, no norm before attention
             MultiHeadAttention(c.d_model, c.n_heads, bias=c.bias, rotary=c.positions == "rotary")
             for _ in range(c.n_layers))
         self.norm = LayerNorm(c.d_model) if c.final_norm else None
-        self.unembed = Unembedding(c.d_model, c.vocab_size)
+        self.unembed = Unembedding(c.d_model, c.vocab_size)  # W_u: (d_model, V), not tied to E
         # No norm reads the stream before attention, so its scale sets the size of the first scores: embeddings
         # of unit variance (not GPT-2's 0.02, made for pre-norm blocks) give scores of order 1 from the start.
         with torch.no_grad():
@@ -86,22 +86,26 @@ class AttnOnlyTransformer(nn.Module):
                 self.pos.P.normal_(0.0, 1.0)
 
     def residual(self, ids: torch.Tensor) -> torch.Tensor:
-        """The residual stream after the last layer, before the final norm: ``(B, T, d_model)``."""
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-            raise ValueError(f"ids must be a tensor of shape (B, T); got {getattr(ids, 'shape', type(ids))}")
-        T = ids.shape[1]
-        if T > self.config.block_size:
-            raise ValueError(f"sequence of length {T} is longer than block_size = {self.config.block_size}")
-        x = self.tok(ids)  # (B, T, d_model)
-        if self.pos is not None:
-            x = x + self.pos(T)
+        """The residual stream after the last layer, before the final norm: ``(B, T)`` ids to ``(B, T, d_model)``."""
+        self._check_ids(ids)
+        x = self.tok(ids)  # (B, T, d_model): x_0 = E[ids]
+        if self.pos is not None:  # learned positions; rotary ones rotate queries and keys inside attention
+            x = x + self.pos(ids.shape[1])
         for attn in self.layers:
-            x = x + attn(x, causal=True)[0]  # each head's output is added to the stream
+            x = x + attn(x, causal=True)[0]  # (B, T, d_model): the sum of the heads' outputs added to the stream
         return x
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.residual(ids)
         return self.unembed(self.norm(x) if self.norm is not None else x)  # (B, T, vocab_size)
+
+    def _check_ids(self, ids: torch.Tensor) -> None:
+        """Refuses anything but a ``(B, T)`` tensor of at most ``block_size`` positions."""
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+            raise ValueError(f"ids must be a tensor of shape (B, T); got {getattr(ids, 'shape', type(ids))}")
+        T = ids.shape[1]
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size = {self.config.block_size}")
 
     @torch.no_grad()
     def attention_maps(self, ids: torch.Tensor) -> list[torch.Tensor]:
@@ -120,12 +124,12 @@ class AttnOnlyTransformer(nn.Module):
         self._check_layer(layer)
         handle = None
         if replacement is not None:
-            def add(module, args, output):
+            def add(module, args, output):  # runs after the layer: its output plus the replacement, weights kept
                 return (output[0] + replacement.to(output[0].dtype),) + tuple(output[1:])
 
             handle = self.layers[layer].register_forward_hook(add)
         try:
-            with ablate_heads(self.layers[layer], heads):
+            with ablate_heads(self.layers[layer], heads):  # the heads' slice zeroed before the output projection
                 yield
         finally:
             if handle is not None:
@@ -140,6 +144,7 @@ class AttnOnlyTransformer(nn.Module):
         self._check_layer(layer)
         attention = self.layers[layer]
         caught = []
+        # a pre-hook on the output projection catches its input during one forward pass
         handle = attention.out_proj.register_forward_pre_hook(lambda module, args: caught.append(args[0]))
         try:
             self(ids)

@@ -67,29 +67,35 @@ def qk_matrix(attention: MultiHeadAttention, head: int) -> torch.Tensor:
     (before the ``1 / sqrt(d_head)``, without biases, and without the rotation that rotary positions apply to
     queries and keys, so for a rotary model it is the score at offset 0). Equal to Elhage et al.'s ``W_QK``.
     Chapter 28."""
-    s = _head_slice(attention, head)
-    return attention.W_q[:, s] @ attention.W_k[:, s].T
+    s = _head_slice(attention, head)  # the head's d_head columns of W_q, W_k and W_v, and rows of W_o
+    return attention.W_q[:, s] @ attention.W_k[:, s].T  # (d_model, d_head) @ (d_head, d_model)
 
 
 def ov_matrix(attention: MultiHeadAttention, head: int) -> torch.Tensor:
     """``OV = W_V^h W_O^h``, ``(d_model, d_model)``: a source row ``y`` attended with weight 1 writes ``y OV``
     to the residual stream (without biases). The transpose of Elhage et al.'s ``W_OV``. Chapter 28."""
     s = _head_slice(attention, head)
-    return attention.W_v[:, s] @ attention.W_o[s, :]
+    return attention.W_v[:, s] @ attention.W_o[s, :]  # (d_model, d_head) @ (d_head, d_model)
 
 
 def composition_score(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """``||left right||_F / (||left||_F ||right||_F)``, between 0 and 1; unchanged by scaling either."""
+    """``||left right||_F / (||left||_F ||right||_F)`` for ``left`` ``(m, n)`` and ``right`` ``(n, p)``: a scalar
+    between 0 and 1, unchanged by scaling either matrix. Chapter 28."""
+    _check_product(left, right)
+    norm = torch.linalg.matrix_norm  # the Frobenius norm, the default for a matrix
+    return norm(left @ right) / (norm(left) * norm(right))
+
+
+def _check_product(left: torch.Tensor, right: torch.Tensor) -> None:
     if left.dim() != 2 or right.dim() != 2 or left.shape[1] != right.shape[0]:
         raise ValueError(f"need two matrices that multiply, (m, n) and (n, p); got {tuple(left.shape)} and "
                          f"{tuple(right.shape)}")
-    return torch.linalg.matrix_norm(left @ right) / (torch.linalg.matrix_norm(left) * torch.linalg.matrix_norm(right))
 
 
 def k_composition(qk2: torch.Tensor, ov1: torch.Tensor) -> torch.Tensor:
     """How much the keys of a later head (``qk2``, its ``QK``) read what an earlier head writes (``ov1``, its
-    ``OV``): Elhage et al.'s ``||W_QK W_OV||_F / (||W_QK||_F ||W_OV||_F)``, in the row convention
-    ``||QK OV^T|| / (||QK|| ||OV||)``. Chapter 28."""
+    ``OV``), both ``(d_model, d_model)``: Elhage et al.'s ``||W_QK W_OV||_F / (||W_QK||_F ||W_OV||_F)``, in the
+    row convention ``||QK OV^T|| / (||QK|| ||OV||)``. A scalar. Chapter 28."""
     return composition_score(qk2, ov1.T)
 
 
@@ -155,7 +161,7 @@ def full_ov_circuit(model: torch.nn.Module, layer: int, head: int) -> torch.Tens
     with torch.no_grad():
         written = model.tok.E @ ov_matrix(attention, head)  # (V, d_model): what the head writes for each token
         if model.norm is not None:
-            written = (written - written.mean(-1, keepdim=True)) * model.norm.gamma
+            written = (written - written.mean(-1, keepdim=True)) * model.norm.gamma  # C diag(gamma)
         return written @ model.unembed.W_u  # (V, V)
 
 
@@ -167,12 +173,7 @@ def k_circuit(model: torch.nn.Module, earlier: tuple[int, int], later: tuple[int
     learned positions, where only the tokens count). The token-level K-composition of Elhage et al.: a pair that
     implements induction through a previous-token head has its largest entry of most rows on the diagonal (the key
     whose previous token is the query's token). Chapter 28."""
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be an integer >= 0 (the query sits offset positions after the key); got "
-                         f"{offset!r}")
-    if not earlier[0] < later[0]:
-        raise ValueError(f"the earlier head must sit in an earlier layer than the later one; got layers "
-                         f"{earlier[0]} and {later[0]}")
+    _check_k_circuit(earlier, later, offset)
     first, second = model.layers[earlier[0]], model.layers[later[0]]
     s = _head_slice(second, later[1])
     with torch.no_grad():
@@ -182,6 +183,15 @@ def k_circuit(model: torch.nn.Module, earlier: tuple[int, int], later: tuple[int
         if second.rope is not None:
             q = second.rope(q.unsqueeze(-2), offset).squeeze(-2)  # rotated as at position offset; the key at 0
         return q @ k.T / math.sqrt(q.shape[-1])
+
+
+def _check_k_circuit(earlier: tuple[int, int], later: tuple[int, int], offset: int) -> None:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an integer >= 0 (the query sits offset positions after the key); got "
+                         f"{offset!r}")
+    if not earlier[0] < later[0]:
+        raise ValueError(f"the earlier head must sit in an earlier layer than the later one; got layers "
+                         f"{earlier[0]} and {later[0]}")
 
 
 def diagonal_top_share(matrix: torch.Tensor) -> float:

@@ -92,16 +92,21 @@ class PatchEmbedding(nn.Module):
         self.proj = Linear(in_channels * patch_size * patch_size, d_model)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        _check_images(images, self.patch_size)
-        if images.shape[1] != self.in_channels:
-            raise ValueError(f"images must have {self.in_channels} channel(s), shape (B, {self.in_channels}, H, W); "
-                             f"got {shape_str(images.shape)}")
-        return self.proj(patchify(images, self.patch_size))  # (B, N, d_model)
+        self._check(images)
+        patches = patchify(images, self.patch_size)  # (B, N, C p^2): one flattened patch per row
+        return self.proj(patches)  # (B, N, d_model): z_n = x_n E + b, the same E for every patch
 
     def conv_weight(self) -> torch.Tensor:
         """``E`` as a ``conv2d`` weight, ``(d_model, C, p, p)``: output channel ``k`` is column ``k`` of ``E``."""
         p = self.patch_size
         return self.proj.W.T.reshape(self.d_model, self.in_channels, p, p)
+
+    def _check(self, images: torch.Tensor) -> None:
+        """Refuses anything but ``(B, C, H, W)`` images of ``in_channels`` channels that ``p`` divides."""
+        _check_images(images, self.patch_size)
+        if images.shape[1] != self.in_channels:
+            raise ValueError(f"images must have {self.in_channels} channel(s), shape (B, {self.in_channels}, H, W); "
+                             f"got {shape_str(images.shape)}")
 
 
 def sinusoidal_2d(grid_h: int, grid_w: int, d_model: int, base: float = 10000.0,
@@ -188,16 +193,16 @@ class ViT(nn.Module):
         if not isinstance(config, ViTConfig):
             raise ValueError(f"ViT takes a ViTConfig: ViT(ViTConfig(...)); got {config!r}")
         c = self.config = config
-        self.patch = PatchEmbedding(c.patch_size, c.in_channels, c.d_model)
-        self.cls = nn.Parameter(torch.zeros(1, 1, c.d_model)) if c.pool == "cls" else None
+        self.patch = PatchEmbedding(c.patch_size, c.in_channels, c.d_model)  # E: (C p^2, d_model)
+        self.cls = nn.Parameter(torch.zeros(1, 1, c.d_model)) if c.pool == "cls" else None  # the class token
         self.pos: nn.Module | None = None
         if c.positions == "learned":
-            self.pos = LearnedPositions(c.n_tokens, c.d_model)
+            self.pos = LearnedPositions(c.n_tokens, c.d_model)  # P: one row per token, (T, d_model)
         elif c.positions == "sinusoidal":
-            table = sinusoidal_2d(c.grid, c.grid, c.d_model)
+            table = sinusoidal_2d(c.grid, c.grid, c.d_model)  # (N, d_model), fixed
             if c.pool == "cls":
-                table = torch.cat([torch.zeros(1, c.d_model), table])
-            self.register_buffer("sinusoidal", table)
+                table = torch.cat([torch.zeros(1, c.d_model), table])  # the class token's row: zeros
+            self.register_buffer("sinusoidal", table)  # moves with the model, not trained
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(EncoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, norm_first=True,
                                                  activation=c.activation) for _ in range(c.n_layers))
@@ -205,28 +210,33 @@ class ViT(nn.Module):
         self.head = Linear(c.d_model, c.n_classes)
 
     def tokens(self, images: torch.Tensor) -> torch.Tensor:
-        """The input of the first block, ``(B, T, d_model)``."""
-        c = self.config
-        require_tensor("images", images)
-        if images.dim() != 4 or tuple(images.shape[1:]) != (c.in_channels, c.image_size, c.image_size):
-            raise ValueError(f"images must have shape (B, {c.in_channels}, {c.image_size}, {c.image_size}); got "
-                             f"{shape_str(images.shape)}")
+        """The input of the first block: ``(B, C, H, W)`` images to ``(B, T, d_model)``."""
+        self._check_images(images)
         x = self.patch(images)  # (B, N, d_model)
-        if self.cls is not None:
+        if self.cls is not None:  # the same learned vector in front of every image's patches
             x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)  # (B, N + 1, d_model)
-        if self.pos is not None:
+        if self.pos is not None:  # learned: row t of the table added to token t
             x = x + self.pos(x.shape[1])
-        elif c.positions == "sinusoidal":
+        elif self.config.positions == "sinusoidal":  # the fixed table, (T, d_model), broadcast over the batch
             x = x + self.sinusoidal
         return x
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.drop(self.tokens(images))  # (B, T, d_model)
         for block in self.blocks:
-            x = block(x)
+            x = block(x)  # (B, T, d_model): pre-norm, z + MHA(LN(z)), then z + FFN(LN(z))
         x = self.norm(x)
-        pooled = x[:, 0] if self.cls is not None else x.mean(dim=1)  # (B, d_model)
+        pooled = x[:, 0] if self.cls is not None else x.mean(dim=1)  # (B, d_model): the class token, or the mean
         return self.head(pooled)  # (B, n_classes)
 
     def n_params(self) -> int:
+        """The number of parameters, the class token and the learned positions included."""
         return sum(p.numel() for p in self.parameters())
+
+    def _check_images(self, images: torch.Tensor) -> None:
+        """Refuses anything but images of the configured shape, ``(B, in_channels, image_size, image_size)``."""
+        c = self.config
+        require_tensor("images", images)
+        if images.dim() != 4 or tuple(images.shape[1:]) != (c.in_channels, c.image_size, c.image_size):
+            raise ValueError(f"images must have shape (B, {c.in_channels}, {c.image_size}, {c.image_size}); got "
+                             f"{shape_str(images.shape)}")
