@@ -363,8 +363,7 @@ def _bilinear_by_hand(image: np.ndarray, scale: int) -> np.ndarray:
 
 @pytest.mark.parametrize("scale", [2, 4])
 def test_enlarged_digits_are_the_bilinear_interpolation_of_the_originals_exactly(scale):
-    pytest.importorskip("sklearn")
-    from attnbook.data.digits import load_digits_split
+    from attnbook.data.digits import load_digits_split  # scikit-learn holds the digits: pinned, never skipped
 
     small, big = load_digits_split(), load_digits_split(scale=scale)
     assert big.X_test.shape == (360, 1, 8 * scale, 8 * scale) and torch.equal(big.y_test, small.y_test)
