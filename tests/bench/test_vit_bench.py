@@ -16,8 +16,6 @@ from attnbook.training.classify import accuracy, train_classifier
 ROOT = Path(__file__).resolve().parents[2]
 RUN = re.compile(r"^\s+n\s+(?P<n>\d+) seed (?P<seed>\d+)\s+(?P<arm>.+?): (?P<right>\d+) of 360 test digits")
 
-pytest.importorskip("sklearn")
-
 
 def runs_printed(text: str) -> dict[tuple[str, int], list[int]]:
     """(arm, n) to the test digits right, in seed order, from the per-run lines of the benchmark's output."""
