@@ -113,6 +113,3 @@ check_normalised_entropy = Checker(
     atol=1e-9,
     forbidden=(attention_entropy,),
 )
-
-
-# The two checkers the chapter's current exercises call (the weight on the previous token, the mean entropy).

@@ -60,6 +60,16 @@ def weight_on(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     leaves that query out of the average. Returns ``(..., h)``. For example ``keys = L - 1 - arange(L)``
     measures the mirrored position of a reversal. Chapter 18.
     """
+    keys = _checked_keys(weights, keys)
+    keys = keys.expand(weights.shape[:-3] + keys.shape[-1:]).unsqueeze(-2)  # (..., 1, T_q): the same for every head
+    valid = (keys >= 0).to(weights.dtype)  # 0 for a query left out
+    index = keys.clamp_min(0).expand(weights.shape[:-1]).unsqueeze(-1)  # (..., h, T_q, 1)
+    picked = torch.gather(weights, -1, index).squeeze(-1)  # (..., h, T_q): query q's weight on its key
+    return (picked * valid).sum(-1) / valid.sum(-1).clamp_min(1)
+
+
+def _checked_keys(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """``keys`` as a tensor on the device of ``weights``; refuses (``ValueError``) what ``weight_on`` cannot use."""
     T_q, T_k = weights.shape[-2:]
     keys = torch.as_tensor(keys, device=weights.device)
     batch = tuple(weights.shape[:-3])
@@ -68,10 +78,7 @@ def weight_on(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
                          f"of shape {tuple(keys.shape)}")
     if keys.numel() and (int(keys.min()) < -1 or int(keys.max()) >= T_k):
         raise ValueError(f"keys must lie in [0, {T_k - 1}], or be -1 to leave a query out")
-    keys = keys.expand(batch + (T_q,)).unsqueeze(-2)  # (..., 1, T_q): the same keys for every head
-    valid = (keys >= 0).to(weights.dtype)
-    picked = torch.gather(weights, -1, keys.clamp_min(0).expand(weights.shape[:-1]).unsqueeze(-1)).squeeze(-1)
-    return (picked * valid).sum(-1) / valid.sum(-1).clamp_min(1)
+    return keys
 
 
 def most_recent(ids: torch.Tensor, tokens: list[int]) -> torch.Tensor:
