@@ -25,7 +25,7 @@ from torch import nn
 from attnbook._validate import require_int, require_real
 from attnbook.torch.linear import Linear
 
-# The names of the Linear layers of a GPT (chapter 15): four in attention, two in the feed-forward network.
+#: The names of the ``Linear`` layers of a GPT block (chapter 15): four in attention, two in the feed-forward network.
 GPT_LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")
 
 
@@ -40,23 +40,18 @@ class LoRALinear(nn.Module):
 
     def __init__(self, base: Linear, rank: int, alpha: float | None = None) -> None:
         super().__init__()
-        if not isinstance(base, Linear):
-            hint = (" (torch.nn.Linear stores its weight (d_out, d_in); attnbook.torch.Linear stores (d_in, d_out))"
-                    if isinstance(base, nn.Linear) else "")
-            raise ValueError(f"LoRALinear wraps an attnbook.torch.Linear; got {type(base).__name__}{hint}")
-        require_int("rank", rank, 1)
-        alpha = float(rank) if alpha is None else alpha
-        require_real("alpha", alpha, "a positive number", lambda a: a > 0)
-        self.base, self.rank, self.alpha = base, rank, float(alpha)
-        self.scaling = self.alpha / rank
+        _check_lora(base, rank, alpha)
+        self.base, self.rank = base, rank
+        self.alpha = float(rank if alpha is None else alpha)
+        self.scaling = self.alpha / rank  # alpha / r
         self.merged = False
-        for p in base.parameters():
+        for p in base.parameters():  # W and b stay as they are: no gradient reaches them
             p.requires_grad_(False)
-        W = base.W
-        self.A = nn.Parameter(torch.empty(base.d_in, rank, dtype=W.dtype, device=W.device))
-        self.B = nn.Parameter(torch.zeros(rank, base.d_out, dtype=W.dtype, device=W.device))
+        W = base.W  # (d_in, d_out)
+        self.A = nn.Parameter(torch.empty(base.d_in, rank, dtype=W.dtype, device=W.device))  # (d_in, r)
+        self.B = nn.Parameter(torch.zeros(rank, base.d_out, dtype=W.dtype, device=W.device))  # (r, d_out), zero
         bound = 1.0 / math.sqrt(base.d_in)
-        nn.init.uniform_(self.A, -bound, bound)
+        nn.init.uniform_(self.A, -bound, bound)  # as Linear draws its weights
 
     # The wrapped layer's sizes and weights under its own names: MultiHeadAttention reads q_proj.W.
     d_in = property(lambda self: self.base.d_in)
@@ -96,6 +91,17 @@ class LoRALinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"rank={self.rank}, alpha={self.alpha:g}, merged={self.merged}"
+
+
+def _check_lora(base: object, rank: int, alpha: float | None) -> None:
+    """``LoRALinear``'s refusals: a ``base`` that is not the package's ``Linear``, a ``rank`` below 1, an ``alpha``
+    that is not positive (``None`` stands for ``rank``)."""
+    if not isinstance(base, Linear):
+        hint = (" (torch.nn.Linear stores its weight (d_out, d_in); attnbook.torch.Linear stores (d_in, d_out))"
+                if isinstance(base, nn.Linear) else "")
+        raise ValueError(f"LoRALinear wraps an attnbook.torch.Linear; got {type(base).__name__}{hint}")
+    require_int("rank", rank, 1)
+    require_real("alpha", float(rank) if alpha is None else alpha, "a positive number", lambda a: a > 0)
 
 
 def add_lora(model: nn.Module, rank: int, alpha: float | None = None,

@@ -50,7 +50,26 @@ def mask_tokens(ids: torch.Tensor, mask_id: int, vocab_size: int, rate: float = 
     other than ``mask_id`` with probability ``random_prob`` (it may happen to be the original), and is
     left as it is otherwise. ``chosen`` (bool) marks the positions the loss is taken on; the targets are
     ``ids`` themselves. The draws come from ``generator``: the same generator state, the same result.
+    Shapes: ``ids`` ``(B, T)`` (or any shape) of integer ids in ``[0, vocab_size)``, never ``mask_id``.
     """
+    _check_corruption(ids, mask_id, vocab_size, rate, mask_prob, random_prob)
+    # Three draws of the full shape, always in this order, so the result depends only on the generator.
+    chosen = torch.rand(ids.shape, generator=generator) < rate  # (B, T): the positions M the loss is taken on
+    kind = torch.rand(ids.shape, generator=generator)  # (B, T): below mask_prob masked, then random, then kept
+    random_ids = torch.randint(vocab_size - 1, ids.shape, generator=generator)  # (B, T), in [0, V - 2]
+    random_ids += (random_ids >= mask_id).long()  # skip mask_id: uniform over the other vocab_size - 1 ids
+    inputs = ids.clone()
+    to_mask = chosen & (kind < mask_prob)
+    to_random = chosen & (kind >= mask_prob) & (kind < mask_prob + random_prob)
+    inputs[to_mask] = mask_id
+    inputs[to_random] = random_ids[to_random].to(ids.dtype)
+    return inputs, chosen
+
+
+def _check_corruption(ids: torch.Tensor, mask_id: int, vocab_size: int, rate: float, mask_prob: float,
+                      random_prob: float) -> None:
+    """``mask_tokens``'s refusals: ids that are not integer ids in ``[0, vocab_size)`` or already hold the mask,
+    a ``mask_id`` outside the vocabulary, and probabilities that are not probabilities."""
     if ids.dtype not in _INTEGER:
         raise ValueError(f"ids must be integer token ids; got dtype {ids.dtype}")
     if not 0 <= mask_id < vocab_size:
@@ -66,17 +85,6 @@ def mask_tokens(ids: torch.Tensor, mask_id: int, vocab_size: int, rate: float = 
         raise ValueError(f"ids must lie in [0, {vocab_size - 1}]; got values from {int(ids.min())} to {int(ids.max())}")
     if bool((ids == mask_id).any()):
         raise ValueError(f"ids already contain the mask id {mask_id}; pass the uncorrupted text")
-    # Three draws of the full shape, always in this order, so the result depends only on the generator.
-    chosen = torch.rand(ids.shape, generator=generator) < rate
-    kind = torch.rand(ids.shape, generator=generator)
-    random_ids = torch.randint(vocab_size - 1, ids.shape, generator=generator)
-    random_ids += (random_ids >= mask_id).long()  # skip mask_id: uniform over the other vocab_size - 1 ids
-    inputs = ids.clone()
-    to_mask = chosen & (kind < mask_prob)
-    to_random = chosen & (kind >= mask_prob) & (kind < mask_prob + random_prob)
-    inputs[to_mask] = mask_id
-    inputs[to_random] = random_ids[to_random].to(ids.dtype)
-    return inputs, chosen
 
 
 def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
@@ -86,6 +94,14 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Te
     chosen contribute nothing, whatever their logits; at least one position must be chosen. Refuses targets
     that are not integer ids (a dtype check only: no extra pass over the batch).
     """
+    _check_masked_lm_loss(logits, targets, chosen)
+    # logits[chosen] is (|M|, V) and targets[chosen] (|M|,): the other positions never enter the mean.
+    return F.cross_entropy(logits[chosen].float(), targets[chosen])
+
+
+def _check_masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Tensor) -> None:
+    """``masked_lm_loss``'s refusals: shapes that do not line up, targets that are not ids, a ``chosen`` that is not
+    boolean or chooses nothing."""
     if logits.dim() < 2 or tuple(logits.shape[:-1]) != tuple(targets.shape):
         raise ValueError(f"logits must have shape targets.shape + (V,); got logits {tuple(logits.shape)} "
                          f"and targets {tuple(targets.shape)}")
@@ -97,7 +113,6 @@ def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor, chosen: torch.Te
         raise ValueError(f"chosen must be a boolean tensor (True where the loss is taken); got dtype {chosen.dtype}")
     if not bool(chosen.any()):
         raise ValueError("no position is chosen: the loss over an empty set is undefined")
-    return F.cross_entropy(logits[chosen].float(), targets[chosen])
 
 
 def _probability(default: float, help: str, low_open: bool = False) -> float:
@@ -326,7 +341,7 @@ def train_mlm(config: MLMRunConfig, text: str | None = None, resume: bool = Fals
     def loss_fn(m: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
         inputs, x, chosen = batch
         with autocast(device, config.precision):
-            logits = m(inputs)  # (B, T, V + 1)
+            logits = m(inputs)  # (B, T, V): V counts the mask too
         return masked_lm_loss(logits, x, chosen)
 
     def evaluate(m: torch.nn.Module) -> dict[str, float]:

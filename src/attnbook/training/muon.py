@@ -21,10 +21,10 @@ import torch
 
 from attnbook._validate import require_int, require_real
 
-# The quintic iteration's coefficients (Jordan et al. 2024): chosen for the steepest slope at 0, so that
-# five steps lift even tiny singular values towards 1, at the price of landing near 1, not on it.
+#: The quintic iteration's coefficients ``(a, b, c)`` (Jordan et al. 2024): chosen for the steepest slope at 0, so
+#: that five steps lift even tiny singular values towards 1, at the price of landing near 1, not on it.
 QUINTIC = (3.4445, -4.7750, 2.0315)
-# The classic cubic iteration, X <- 1.5 X - 0.5 X X^T X: it converges to U V^T exactly, but slowly.
+#: The classic cubic iteration, ``X <- 1.5 X - 0.5 X X^T X``: it converges to ``U V^T`` exactly, but slowly.
 CUBIC = (1.5, -0.5, 0.0)
 
 
@@ -41,21 +41,17 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, coefficients: tuple[float, fl
     direction and gives zeros (no step); NaN in ``G`` gives NaN, as arithmetic does. Refuses a ``G`` that is
     neither a matrix nor a stack of them, and a ``steps`` that is not an integer, 0 or more.
     """
-    if G.dim() not in (2, 3):
-        raise ValueError(f"G must be a matrix (m, n) or a stack of matrices (k, m, n); got shape {tuple(G.shape)}")
-    require_int("steps", steps)
-    if steps < 0:
-        raise ValueError(f"steps must be 0 or more; got {steps}")
+    _check_newton_schulz(G, steps)
     a, b, c = coefficients
     X = G if dtype is None else G.to(dtype)
     wide = G.shape[-2] <= G.shape[-1]
     X = X if wide else X.mT  # iterate on the wide side: A = X X^T is then the smaller Gram matrix
-    if X.dim() == 2:
-        X = X / X.norm().clamp(min=eps)
+    if X.dim() == 2:  # (m, n) with m <= n
+        X = X / X.norm().clamp(min=eps)  # every singular value now in [0, 1]
         for _ in range(steps):
-            A = X @ X.T
+            A = X @ X.T  # (m, m)
             B = torch.addmm(A, A, A, beta=b, alpha=c)  # b A + c A A, in one kernel (as torch.optim.Muon does)
-            X = torch.addmm(X, B, X, beta=a)  # a X + B X
+            X = torch.addmm(X, B, X, beta=a)  # a X + B X = a X + b (X X^T) X + c (X X^T)^2 X
     else:  # the same products, one batched kernel for the whole stack
         X = X / torch.linalg.matrix_norm(X).clamp(min=eps)[:, None, None]
         for _ in range(steps):
@@ -63,6 +59,16 @@ def newton_schulz(G: torch.Tensor, steps: int = 5, coefficients: tuple[float, fl
             B = torch.baddbmm(A, A, A, beta=b, alpha=c)
             X = torch.baddbmm(X, B, X, beta=a)
     return X if wide else X.mT
+
+
+def _check_newton_schulz(G: torch.Tensor, steps: int) -> None:
+    """``newton_schulz``'s refusals: a ``G`` that is neither a matrix nor a stack of them, a ``steps`` that is not an
+    integer, 0 or more."""
+    if G.dim() not in (2, 3):
+        raise ValueError(f"G must be a matrix (m, n) or a stack of matrices (k, m, n); got shape {tuple(G.shape)}")
+    require_int("steps", steps)
+    if steps < 0:
+        raise ValueError(f"steps must be 0 or more; got {steps}")
 
 
 def polar_factor(G: torch.Tensor) -> torch.Tensor:
@@ -128,6 +134,9 @@ class Muon(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient, each a matrix ``(m, n)``: momentum and Nesterov's
+        look-ahead, ``newton_schulz``, decoupled weight decay, and the step scaled by ``0.2 sqrt(max(m, n))``
+        (chapter 25). ``closure`` is accepted, as ``torch.optim`` does, and not called."""
         for group in self.param_groups:
             lr, momentum = group["lr"], group["momentum"]
             params, updates = [], []
@@ -138,12 +147,14 @@ class Muon(torch.optim.Optimizer):
                 if "momentum_buffer" not in state:
                     state["momentum_buffer"] = torch.zeros_like(p.grad)
                 buf = state["momentum_buffer"]
-                buf.lerp_(p.grad, 1 - momentum)  # the running mean of the gradients
+                buf.lerp_(p.grad, 1 - momentum)  # B <- mu B + (1 - mu) G: the running mean of the gradients
                 params.append(p)
+                # Nesterov's look-ahead M = (1 - mu) G + mu B, or the momentum B itself
                 updates.append(p.grad.lerp(buf, momentum) if group["nesterov"] else buf)
+            # O ~ U V^T of every M, by newton_schulz (the matrices of one shape in one batched product)
             for p, update in zip(params, self._orthogonalise(updates, group["ns_steps"]), strict=True):
-                p.mul_(1 - lr * group["weight_decay"])
-                p.add_(update, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))  # an AdamW step's typical size
+                p.mul_(1 - lr * group["weight_decay"])  # W <- (1 - lr wd) W: decoupled weight decay
+                p.add_(update, alpha=-lr * 0.2 * math.sqrt(max(p.shape)))  # W <- W - lr 0.2 sqrt(max(m, n)) O
 
     def _orthogonalise(self, updates: list[torch.Tensor], steps: int) -> list[torch.Tensor]:
         """``newton_schulz`` of every update, those of one shape (up to a transpose) in one stack."""
