@@ -146,12 +146,19 @@ def test_chapter_19s_numpy_gpt_does_not_answer_the_part_ii_capstone():
 def test_hugging_faces_gpt2_does_not_answer_the_part_ii_capstone():
     transformers = pytest.importorskip("transformers")
 
-    def through_gpt2(sd, ids, n_heads, trace=None):
-        config = transformers.GPT2Config(n_layer=1, n_head=n_heads, n_embd=sd["tok.E"].shape[1],
-                                         vocab_size=sd["tok.E"].shape[0], attn_implementation="eager")
-        return transformers.GPT2LMHeadModel(config)(torch.as_tensor(ids)).logits
+    class ThroughGPT2(torch.nn.Module):
+        def __init__(self, vocab_size, block_size, n_layers, n_heads, d_model):
+            super().__init__()
+            self.hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+                vocab_size=vocab_size, n_positions=block_size, n_layer=n_layers, n_head=n_heads, n_embd=d_model))
 
-    _refused(check_gpt_forward(through_gpt2), "from Hugging Face transformers")
+        def forward(self, ids):
+            return self.hf(ids).logits
+
+    def load(model, hf_state_dict):
+        model.hf.load_state_dict(hf_state_dict)
+
+    _refused(check_gpt_forward({"GPT": ThroughGPT2, "load_gpt2": load}), "Hugging Face transformers")
 
 
 @pytest.mark.parametrize("checker", [check_lora_grad_a, check_mha_input_grad], ids=["27-grad-a", "19-debug"])

@@ -13,6 +13,7 @@ import attnbook.torch as at
 from attnbook.exercises import check_speculative_greedy, check_train_loop_by_hand
 from attnbook.exercises.ch17 import (
     _PARTS,
+    TARGET,
     _draft_token_kept,
     _greedy,
     _keep,
@@ -234,7 +235,77 @@ def test_capstone_another_way_passes_alone_and_with_its_parts():
     assert parts["draw_batch"](draw_batch)
     verdict = check_train_loop_by_hand(PARTS)
     assert verdict, verdict.message
+    assert "The training target ran on the package's GPT" in verdict.message  # no "GPT" in the dict
     assert check_train_loop_by_hand(loop)
+
+
+class OwnGPT(torch.nn.Module):
+    """A GPT of one's own modules (chapter 15's capstone), counting its forward passes in training mode."""
+
+    def __init__(self, vocab_size, block_size, n_layers, n_heads, d_model):
+        super().__init__()
+        self.n_heads, self.trained_steps = n_heads, 0
+        self.wte, self.wpe = torch.nn.Embedding(vocab_size, d_model), torch.nn.Embedding(block_size, d_model)
+        self.blocks = torch.nn.ModuleList(torch.nn.ModuleDict({
+            "ln_1": torch.nn.LayerNorm(d_model), "qkv": torch.nn.Linear(d_model, 3 * d_model),
+            "proj": torch.nn.Linear(d_model, d_model), "ln_2": torch.nn.LayerNorm(d_model),
+            "fc": torch.nn.Linear(d_model, 4 * d_model), "out": torch.nn.Linear(4 * d_model, d_model)})
+            for _ in range(n_layers))
+        self.ln_f = torch.nn.LayerNorm(d_model)
+        for m in self.modules():
+            if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
+                torch.nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, torch.nn.Linear):
+                torch.nn.init.zeros_(m.bias)
+
+    def forward(self, ids):
+        self.trained_steps += self.training
+        B, T = ids.shape
+        x = self.wte(ids) + self.wpe(torch.arange(T))
+        for b in self.blocks:
+            q, k, v = (t.view(B, T, self.n_heads, -1).transpose(1, 2) for t in b["qkv"](b["ln_1"](x)).chunk(3, -1))
+            scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(
+                torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            x = x + b["proj"]((F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, -1))
+            x = x + b["out"](F.gelu(b["fc"](b["ln_2"](x)), approximate="tanh"))
+        return self.ln_f(x) @ self.wte.weight.T
+
+
+def test_capstone_target_trains_the_learners_own_gpt_class():
+    built = []
+
+    class Recorded(OwnGPT):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    verdict = check_train_loop_by_hand({**PARTS, "GPT": Recorded})
+    assert verdict, verdict.message
+    assert "package's GPT" not in verdict.message
+    assert len(built) == 1 and built[0].trained_steps == TARGET["steps"]  # built once, trained 300 steps
+
+
+def test_capstone_target_with_an_unwritten_gpt_class_says_it_trained_the_packages():
+    class Stub(torch.nn.Module):
+        def __init__(self, *args, **kwargs):
+            raise NotImplementedError
+
+    verdict = check_train_loop_by_hand({**PARTS, "GPT": Stub})
+    assert verdict and "instead of yours: your GPT class is not written yet" in verdict.message, verdict.message
+
+
+def test_capstone_target_refuses_a_gpt_class_holding_the_packages():
+    class Wrapper(torch.nn.Module):
+        def __init__(self, vocab_size, block_size, n_layers, n_heads, d_model):
+            super().__init__()
+            self.inner = at.GPT(at.GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layers=n_layers,
+                                             n_heads=n_heads, d_model=d_model))
+
+        def forward(self, ids):
+            return self.inner(ids)
+
+    verdict = check_train_loop_by_hand({**PARTS, "GPT": Wrapper})
+    assert not verdict and "attnbook.torch.transformer.GPT" in verdict.message, verdict.message
 
 
 def test_capstone_names_the_part_that_disagrees():

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import torch
-from test_exercises_ch15 import gpt_forward
+from test_exercises_ch15 import ANSWER, load
 
 from attnbook.exercises import (
     check_gpt_forward,
@@ -88,21 +88,21 @@ def test_a_causal_mask_that_assumes_as_many_queries_as_keys_is_refused():
 
 
 def test_blocks_taken_in_string_order_are_refused():
-    assert check_gpt_forward(gpt_forward), check_gpt_forward(gpt_forward).message
+    assert check_gpt_forward(ANSWER), check_gpt_forward(ANSWER).message
 
-    def string_order(sd, ids, n_heads, trace=None):
-        # "blocks.10" before "blocks.2": the same as renumbering the blocks in that order
-        n = sum(k.endswith("norm1.gamma") for k in sd)
+    def string_order(model, hf):
+        # the blocks' names sorted as strings, "h.10" before "h.2": block i gets the weights of another block
+        n = len(model.blocks)
         order = sorted(range(n), key=str)
         renamed = {}
-        for key, value in sd.items():
-            if key.startswith("blocks."):
-                _, i, rest = key.split(".", 2)
-                key = f"blocks.{order.index(int(i))}.{rest}"
+        for key, value in hf.items():
+            if key.startswith("transformer.h."):
+                i, rest = key.removeprefix("transformer.h.").split(".", 1)
+                key = f"transformer.h.{order.index(int(i))}.{rest}"
             renamed[key] = value
-        return gpt_forward(renamed, ids, n_heads, trace)
+        load(model, renamed)
 
-    _wrong(check_gpt_forward(string_order), "12 block(s)")
+    _wrong(check_gpt_forward({**ANSWER, "load_gpt2": string_order}), "12 block(s)")
 
 
 def test_a_table_sized_by_the_notebooks_vocabulary_is_refused():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from attnbook.data.shakespeare import DataUnavailableError, load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows, split
 from attnbook.exercises._capstone import CannotCheck, PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises.ch15 import _ready_made
 from attnbook.torch.decoding import generate, sample_next
 from attnbook.torch.kvcache import KVCache
 from attnbook.torch.transformer import GPT, GPTConfig
@@ -632,6 +634,44 @@ def _shakespeare_slices() -> tuple[torch.Tensor, torch.Tensor, int]:
     return train_ids[:TARGET["train_chars"]], val_ids[:TARGET["val_chars"]], tok.vocab_size
 
 
+# The learner's own GPT class for the target run (the dict's "GPT"), set while a check runs; None: the package's.
+_TARGET_GPT: dict[str, Any] = {"class": None, "note": None}
+
+
+def _target_model(V: int) -> torch.nn.Module:
+    """The model the target run trains: the learner's GPT class built with the target's sizes, or, where there is
+    none (or it cannot be built), the package's GPT, with a sentence saying so in ``_TARGET_GPT["note"]``."""
+    t = TARGET
+    sizes = {"vocab_size": V, "block_size": t["block_size"], "n_layers": t["n_layers"], "n_heads": t["n_heads"],
+             "d_model": t["d_model"]}
+    cls = _TARGET_GPT["class"]
+    torch.manual_seed(t["seed"])
+    if cls is not None:
+        try:
+            model = cls(**sizes)
+        except NotImplementedError:
+            reason = "your GPT class is not written yet (it raises NotImplementedError)"
+        except Exception as exc:  # the learner's bug: said, and the target still checks the loop
+            reason = f"`GPT(**sizes)` raised {type(exc).__name__}: {str(exc)[:120]}"
+        else:
+            if not isinstance(model, torch.nn.Module):
+                reason = f"`GPT(**sizes)` returned {type(model).__name__}, not an nn.Module"
+            elif (refused := _ready_made(model)) is not None:
+                raise _Delegated(refused)
+            else:
+                return model
+        _TARGET_GPT["note"] = f"The training target ran on the package's GPT instead of yours: {reason}."
+        torch.manual_seed(t["seed"])
+    else:
+        _TARGET_GPT["note"] = ("The training target ran on the package's GPT: pass your GPT class of chapter 15 in "
+                               "the dict, under 'GPT', to train your own.")
+    return _CheckedGPT(GPTConfig(activation="gelu", **sizes), trained=True)
+
+
+class _Delegated(Exception):
+    """The learner's GPT class holds someone else's model or attention."""
+
+
 def _reaches_target(fn, call) -> str | None:
     t = TARGET
     try:
@@ -640,19 +680,23 @@ def _reaches_target(fn, call) -> str | None:
         raise CannotCheck(f"the training target (a validation loss of at most {t['val_loss']} on Tiny Shakespeare) "
                           f"could not be checked, because the text cannot be loaded here ({exc}); set "
                           "ATTNBOOK_DATA_DIR to a folder holding it, or run where it can be downloaded") from exc
-    torch.manual_seed(t["seed"])
-    model = _CheckedGPT(GPTConfig(vocab_size=V, block_size=t["block_size"], n_layers=t["n_layers"],
-                                  n_heads=t["n_heads"], d_model=t["d_model"], activation="gelu"), trained=True)
+    try:
+        model = _target_model(V)
+    except _Delegated as refused:
+        return f"the training target needs your own GPT, but {refused}"
     g = torch.Generator().manual_seed(t["seed"])
     batches = _Batches([random_windows(train_ids, t["block_size"], t["batch_size"], g) for _ in range(t["steps"])])
-    model.calls.reset()
+    calls = getattr(model, "calls", None)
+    if calls is not None:
+        calls.reset()
     call(model, batches, t["steps"], t["lr"], t["warmup"], t["min_lr"], t["weight_decay"], t["betas"],
          t["grad_clip"])
-    trained = model.calls.model if model.calls.model is not None else model
+    trained = calls.model if calls is not None and calls.model is not None else model
     val = evaluate_loss(trained, val_ids, t["block_size"])
+    whose = "the package's GPT" if calls is not None else "your GPT"
     if not val <= t["val_loss"]:
         return (f"it agrees with the package's trainer on the small cases, but trained for {t['steps']} steps on "
-                f"Tiny Shakespeare its model reaches a validation loss of {val:.3f}, above the target "
+                f"Tiny Shakespeare, {whose} reaches a validation loss of {val:.3f}, above the target "
                 f"{t['val_loss']}.")
     return None
 
@@ -702,15 +746,36 @@ def _first_difference(fn, case: Case, call) -> str | None:
     return f"The losses agree up to step {first}, then differ: look at update {first}."
 
 
-check_train_loop_by_hand = _OneThread(
+@dataclass(repr=False)
+class _LoopChecker(_OneThread):
+    """The capstone's checker: a dict answer may bring the learner's GPT class (``"GPT"``), which the target run
+    trains; the verdict says when the target ran on the package's GPT instead."""
+
+    def __call__(self, answer: Any) -> Verdict:
+        given = answer.get("GPT") if isinstance(answer, Mapping) else None
+        _TARGET_GPT.update({"class": given, "note": None})
+        try:
+            with torch.random.fork_rng():  # the target run seeds the global generator: the caller's stays as it was
+                verdict = super().__call__(answer)
+            note = _TARGET_GPT["note"]
+        finally:
+            _TARGET_GPT.update({"class": None, "note": None})
+        if note is None or not verdict.attempted:
+            return verdict
+        return Verdict(verdict.passed, f"{verdict.message} {note}", outcome=verdict.outcome)
+
+
+check_train_loop_by_hand = _LoopChecker(
     name="train_loop_by_hand",
     doc="Check ``fn(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_clip) -> losses``: "
         "``steps`` steps of the package's training loop written out (AdamW with the decay on matrices only, the "
         "warm-up and cosine rate set every step, gradient clipping, ``grad_clip=0`` none), ``get_batch()`` once "
         "per step, the list of the ``steps`` losses returned; the model trained in place must match the "
-        "package's trainer, and reach a validation loss of at most 2.45 on Tiny Shakespeare with a small GPT. "
+        "package's trainer, and train a small GPT to a validation loss of at most 2.45 on Tiny Shakespeare. "
         "Pass a dict of your parts (``lr_with_floor``, ``draw_batch``, ``train_loop_by_hand``) to have each "
-        "checked before the whole.",
+        "checked before the whole, and with them ``GPT``, your GPT class of chapter 15's capstone (built as "
+        "``GPT(vocab_size, block_size, n_layers, n_heads, d_model)``): the target run trains it (without it, "
+        "the package's GPT, and the verdict says so).",
     reference=_package_loop,
     cases=_LOOP_CASES,
     mistakes=(

@@ -78,13 +78,7 @@ class KVCache:
         window), and keeps only the last ``max_length`` of them for the next step. Refuses new keys or values
         whose batch, heads or ``d_head`` differ from those cached for ``module`` (a shape comparison only).
         """
-        if k.shape != v.shape or k.dim() != 4:
-            raise ValueError(f"k and v must have the same shape (B, h, T_new, d_head); got k {shape_str(k.shape)} "
-                             f"and v {shape_str(v.shape)}")
-        if module in self.keys and (cached := self.keys[module].shape)[:2] + cached[3:] != k.shape[:2] + k.shape[3:]:
-            raise ValueError(f"the new keys {shape_str(k.shape)} do not continue the cached ones {shape_str(cached)}: "
-                             "batch, heads and d_head must match (only T grows). Start a new KVCache() for a new "
-                             "batch")
+        self._check_new(module, k, v)
         self.seen[module] = self.seen.get(module, 0) + k.shape[-2]
         if module in self.keys:
             old_k, old_v = self.keys[module], self.values[module]
@@ -100,6 +94,16 @@ class KVCache:
         else:
             self.keys[module], self.values[module] = k, v
         return k, v
+
+    def _check_new(self, module: nn.Module, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Refuse new keys and values of different shapes, or that do not continue those cached for ``module``."""
+        if k.shape != v.shape or k.dim() != 4:
+            raise ValueError(f"k and v must have the same shape (B, h, T_new, d_head); got k {shape_str(k.shape)} "
+                             f"and v {shape_str(v.shape)}")
+        if module in self.keys and (cached := self.keys[module].shape)[:2] + cached[3:] != k.shape[:2] + k.shape[3:]:
+            raise ValueError(f"the new keys {shape_str(k.shape)} do not continue the cached ones {shape_str(cached)}: "
+                             "batch, heads and d_head must match (only T grows). Start a new KVCache() for a new "
+                             "batch")
 
     def __repr__(self) -> str:
         window = f", max_length={self.max_length}, position={self.position}" if self.max_length is not None else ""
