@@ -144,7 +144,7 @@ def test_chapter_19s_numpy_gpt_does_not_answer_the_part_ii_capstone():
 
 
 def test_hugging_faces_gpt2_does_not_answer_the_part_ii_capstone():
-    transformers = pytest.importorskip("transformers")
+    import transformers
 
     class ThroughGPT2(torch.nn.Module):
         def __init__(self, vocab_size, block_size, n_layers, n_heads, d_model):
@@ -172,9 +172,9 @@ def test_forward_mode_through_torch_func_is_refused(checker):
 
 
 def test_scipy_and_scikit_learn_answer_nothing():
-    special = pytest.importorskip("scipy.special")
-    linalg = pytest.importorskip("scipy.linalg")
-    neighbors = pytest.importorskip("sklearn.neighbors")
+    import scipy.linalg as linalg
+    import scipy.special as special
+    import sklearn.neighbors as neighbors
 
     def by_sklearn(E, k):
         found = neighbors.NearestNeighbors(n_neighbors=k + 1, metric="cosine").fit(E)

@@ -118,3 +118,12 @@ def test_pre_norm_block_plausible_wrong_answers_fail():
     assert not check_pre_norm_block(raw_keys)
     assert not check_pre_norm_block(without_scale_and_shift)
     assert not check_pre_norm_block(over_the_batch)
+
+
+def test_a_post_norm_block_is_named():
+    def post_norm(x, block, mask):
+        x = _norm_by_hand(x + block.attn(x, x, mask), block.gamma1, block.beta1, block.eps)
+        return _norm_by_hand(x + block.ff(x), block.gamma2, block.beta2, block.eps)
+
+    verdict = check_pre_norm_block(post_norm)
+    assert not verdict and "post-norm" in verdict.message

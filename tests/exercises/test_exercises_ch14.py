@@ -60,7 +60,22 @@ def test_gradients_that_pile_up_between_passes_are_refused():
     def accumulating(f, x):
         return influence_by_backward(f, x, clear=False)
 
-    assert not check_influence_by_rows(accumulating)
+    verdict = check_influence_by_rows(accumulating)
+    assert not verdict and "x.grad" in verdict.message  # named, not only values
+
+
+def test_one_backward_pass_per_row_of_its_summed_features_is_named():
+    def by_row_sums(f, x):
+        x = x.detach().requires_grad_(True)
+        y = f(x)
+        rows = []
+        for t in range(y.shape[1]):
+            (grad,) = torch.autograd.grad(y[0, t].sum(), x, retain_graph=True)
+            rows.append(grad[0].pow(2).sum(-1).sqrt())
+        return torch.stack(rows)
+
+    verdict = check_influence_by_rows(by_row_sums)
+    assert not verdict and "norm of a sum" in verdict.message
 
 
 def test_a_mask_that_only_separates_documents_at_their_first_token_is_refused():

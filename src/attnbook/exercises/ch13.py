@@ -204,6 +204,11 @@ def _eps_outside(x, block, mask):
     return _block_with(x, block, mask, eps_outside=True)
 
 
+def _post_norm(x, block, mask):
+    x = _norm(x + block.attn(x, x, mask), block.gamma1, block.beta1, block.eps)
+    return _norm(x + block.ff(x), block.gamma2, block.beta2, block.eps)
+
+
 def _residual_to_normed(x, block, mask):
     h = _norm(x, block.gamma1, block.beta1, block.eps)
     h = h + block.attn(h, h, mask)
@@ -229,6 +234,9 @@ check_pre_norm_block = Checker(
         Mistake(_unbiased, "torch's var divides by d - 1 unless told otherwise; layer norm's variance divides by "
                 "d (unbiased=False)."),
         Mistake(_eps_outside, "eps goes under the square root, added to the variance: sqrt(var + eps)."),
+        Mistake(_post_norm, "this is a post-norm block, LN(x + sublayer(x)): the norms come after the residual "
+                "sums. The block is pre-norm (norm_first=True): each sublayer reads a normalised copy, "
+                "x + attn(LN(x)), and the residual stream itself is never normalised."),
         Mistake(_residual_to_normed, "the residual stream carries x itself: add each sublayer's output to the "
                 "block's input, not to its normalised copy."),
     ),

@@ -120,6 +120,20 @@ def _influence(f, x, variant=""):
     return {"transposed": M.T, "squared": M**2}.get(variant, M)
 
 
+def _influence_of_row_sums(f, x):
+    # one backward pass per output position, of the sum of its features: the norm of the summed rows
+    J = torch.autograd.functional.jacobian(f, x)[0, :, :, 0]  # (T, d, T, d)
+    return J.sum(dim=1).pow(2).sum(dim=-1).sqrt()
+
+
+def _influence_grads_accumulated(f, x):
+    # one backward pass per output feature, x.grad never zeroed: each pass adds to all the ones before it
+    J = torch.autograd.functional.jacobian(f, x)[0, :, :, 0]  # (T, d, T, d)
+    T, d = J.shape[:2]
+    accumulated = J.reshape(T * d, T, d).cumsum(dim=0).reshape(T, d, T, d)
+    return accumulated.pow(2).sum(dim=(1, 3)).sqrt()
+
+
 def _influence_transposed(f, x):
     return _influence(f, x, "transposed")
 
@@ -154,6 +168,12 @@ check_influence_by_rows = Checker(
         Mistake(_influence_transposed, "row t is the output position, column s the input position."),
         Mistake(_influence_squared, "the Frobenius norm is the square root of the sum of squares."),
         Mistake(_influence_abs_sum, "the Frobenius norm sums squares, not absolute values, and takes the root."),
+        Mistake(_influence_of_row_sums, "a backward pass of f(x)[0, t].sum() gives the sum of the d rows of the "
+                "Jacobian block, not the rows themselves: the norm of a sum is not the root of the summed squares. "
+                "Take one backward pass per output feature j, of f(x)[0, t, j], and add up the squares."),
+        Mistake(_influence_grads_accumulated, "backward adds to x.grad: each pass's gradient here includes every "
+                "pass before it. Zero x.grad (or take torch.autograd.grad, which returns a fresh one) before each "
+                "pass."),
     ),
     atol=1e-9,
     forbidden=("torch.autograd.functional.jacobian", "torch.autograd.functional.hessian", "torch.func.jacrev",
