@@ -118,7 +118,7 @@ def _unshifted_log(S: np.ndarray) -> np.ndarray:
 check_log_softmax_rows = Checker(
     name="log_softmax_rows",
     doc="Check ``fn(S) -> log W``: the logarithm of the softmax of every row of ``S`` (shape (n, k)), finite "
-        "wherever the score is finite; ``-inf`` where the score is ``-inf``.",
+        "wherever the score is finite; ``-inf`` where the score is ``-inf`` (each row holds a finite score).",
     reference=_log_softmax_rows,
     cases=_log_cases(),
     mistakes=(
