@@ -245,8 +245,9 @@ def allocator_run(lengths: list[int], rounds: int = 15, math: bool = True) -> di
 def allocator_child(lengths: list[int], keep: bool, rounds: int = 15,
                     math: bool = True) -> dict[str, dict[str, dict[str, object]]]:
     """``allocator_run(lengths, rounds, math)`` in a fresh Python process, with glibc told to keep the memory it frees
-    (``keep``) or with its defaults; the variables must be in the environment before the interpreter starts."""
-    env = {**os.environ, **(KEEP_FREED_MEMORY if keep else {})}
+    (``keep``) or with its defaults; the variables must be in the environment before the interpreter starts. The
+    process runs one BLAS thread (``OPENBLAS_NUM_THREADS=1``), as the benchmark does, whatever its parent runs."""
+    env = {**os.environ, **(KEEP_FREED_MEMORY if keep else {}), "OPENBLAS_NUM_THREADS": "1"}
     if not keep:
         for name in KEEP_FREED_MEMORY:
             env.pop(name, None)
