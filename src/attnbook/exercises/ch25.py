@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import Case, Checker, Mistake, Outcome, Verdict
 from attnbook.training.muon import newton_schulz, polar_factor
+
+# The checkers, exported by ``attnbook.exercises``; ``check_muon_cost`` (a check of two numbers) is imported from here.
+__all__ = ["check_polar_from_gram", "check_quintic_for_slope"]
 
 _F64 = dict(dtype=torch.float64)
 # What would answer either exercise in one call: the package's iteration and exact factor, and an SVD.
@@ -113,3 +119,83 @@ check_polar_from_gram = Checker(
     ),
     forbidden=_ORTHOGONALISERS,
 )
+
+
+# --- where Muon's time goes: the two numbers of the cost exercise ---------------------------------------
+# The exercise asks for numbers, not a function to run on cases, so its check is not a ``Checker``: it compares
+# the two numbers the learner's function returns with the ones computed here, whose source the chapter never
+# prints, and says in which direction a wrong one is off.
+
+def _newton_schulz_flops(shape: tuple[int, int], steps: int = 5) -> int:
+    m, n = sorted(shape)  # the iteration runs on the wide side: its Gram matrix is m x m
+    return steps * (4 * m * m * n + 2 * m**3)
+
+
+def _ratio_at_width(d: int, batch: int, T: int = 64, layers: int = 4, vocab: int = 65) -> float:
+    """Newton-Schulz's operations over the forward and backward passes' for chapter 17's model at width ``d``."""
+    shapes = [(d, d)] * 4 + [(d, 4 * d), (4 * d, d)]
+    ns_flops = layers * sum(_newton_schulz_flops(s) for s in shapes)
+    n_params = layers * (12 * d * d + 13 * d) + vocab * d + 2 * d
+    model_flops = 6 * n_params * batch * T + 3 * layers * batch * 4 * T * T * d
+    return ns_flops / model_flops
+
+
+def _smallest_windows(ns_flops: float, training_flops: float, batch: int) -> int:
+    per_window = training_flops / batch
+    return next(w for w in range(1, 1_000_000) if ns_flops <= 0.1 * w * per_window)
+
+
+def _smallest_width(batch: int) -> int:
+    return next(d for d in range(8, 4097, 8) if _ratio_at_width(d, batch) >= 1)
+
+
+def _whole(x: object) -> int | None:
+    """``x`` as an int when it is a whole number (``76``, ``76.0``, ``np.int64(76)``), else None (text, a bool)."""
+    if isinstance(x, (str, bytes, bool, np.bool_)):
+        return None
+    try:
+        value = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return int(value) if math.isfinite(value) and value == int(value) else None
+
+
+def check_muon_cost(fn: Callable[[], tuple[int, int]], ns_flops: float, training_flops: float,
+                    batch: int) -> Verdict:
+    """Check ``fn() -> (windows, width)``: (a) the smallest batch, in windows of 64 characters, at which Newton-Schulz's
+    ``ns_flops`` per step add at most 10% to the forward and backward passes (``training_flops`` per step at a batch
+    of ``batch`` windows); (b) the smallest width ``d``, a multiple of 8, at which chapter 17's model (four blocks,
+    ``d_ff = 4d``) at that batch spends as many operations on Newton-Schulz as on the passes."""
+    name = "muon_cost"
+    try:
+        answer = fn()
+    except NotImplementedError:
+        return Verdict(False, f"{name}: not attempted yet (it raises NotImplementedError). Replace the `raise` line "
+                              "with your code and run the cell again.", attempted=False)
+    except Exception as exc:
+        return Verdict(False, f"{name}: raised {type(exc).__name__}: {exc}", outcome=Outcome.ERROR)
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        return Verdict(False, f"{name}: expected two numbers, (windows, width), got {answer!r:.80}.",
+                       outcome=Outcome.WRONG_FORM)
+    windows, width = (_whole(a) for a in answer)
+    if windows is None or width is None:
+        return Verdict(False, f"{name}: expected two whole numbers, (windows, width), got {answer!r:.80}.",
+                       outcome=Outcome.WRONG_FORM)
+    problems = []
+    share = ns_flops / (windows * training_flops / batch) if windows > 0 else math.inf
+    if windows <= 0:
+        problems.append(f"(a) {windows} is not a positive number of windows")
+    elif share > 0.1:
+        problems.append(f"(a) at {windows} windows Newton-Schulz adds {share:.1%} to the passes, more than 10%")
+    elif windows != _smallest_windows(ns_flops, training_flops, batch):
+        problems.append(f"(a) {windows} windows keep Newton-Schulz under 10%, but so does a smaller batch")
+    if width % 8 or width <= 0:
+        problems.append(f"(b) {width} is not a positive multiple of 8")
+    elif _ratio_at_width(width, batch) < 1:
+        problems.append(f"(b) at width {width} Newton-Schulz still costs less than the passes")
+    elif width != _smallest_width(batch):
+        problems.append(f"(b) at width {width} Newton-Schulz costs at least as much as the passes, but so it does at "
+                        "a smaller width")
+    if problems:
+        return Verdict(False, f"{name}: " + "; ".join(problems) + ".", outcome=Outcome.WRONG_VALUE)
+    return Verdict(True, f"{name}: both numbers are right.")
