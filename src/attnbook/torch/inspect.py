@@ -20,7 +20,8 @@ def record_attention(model: torch.nn.Module) -> Iterator[dict[str, torch.Tensor]
     """Within the block, every ``MultiHeadAttention`` of ``model`` keeps its weights.
 
     Yields a dict that, after the block, maps each attention module's name (for example
-    ``"decoder.layers.0.cross_attn"``) to its weights of the last forward pass, ``(B, h, T_q, T_k)``.
+    ``"decoder.layers.0.cross_attn"``) to its weights of the last forward pass, ``(B, h, T_q, T_k)``, detached
+    from the graph. A module that did not run inside the block has no entry.
     """
     modules = {name: m for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
     weights: dict[str, torch.Tensor] = {}
@@ -108,7 +109,14 @@ def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
 @contextmanager
 def ablate_heads(attention: MultiHeadAttention, heads: list[int]) -> Iterator[None]:
     """Within the block, the listed heads of ``attention`` contribute nothing: their slice of the
-    concatenated head outputs is zeroed before the output projection. Chapter 18."""
+    concatenated head outputs is zeroed before the output projection. Chapter 18.
+
+    ``heads`` lists head indices in ``[0, h)``. A forward pre-hook on ``attention.out_proj`` multiplies its
+    input, the merged heads ``(..., T_q, d_model)`` with head ``i`` in columns ``i * d_head`` to
+    ``(i + 1) * d_head - 1``, by a mask ``(d_model,)`` that is 0 over the listed heads' columns and 1 elsewhere;
+    every shape the module and the model return is unchanged. Yields ``None``; leaving the block removes the
+    hook. Refuses (``ValueError``) a head outside ``[0, h)``.
+    """
     d_head = attention.d_model // attention.n_heads
     bad = [h for h in heads if not 0 <= h < attention.n_heads]
     if bad:
@@ -132,9 +140,10 @@ def decode_with_cross_attention(model, src: list[int], bos_id: int, eos_id: int,
     """Greedy output of an encoder-decoder for one source, and its cross-attention while producing it
     (chapter 16).
 
-    ``src`` holds the source's token ids, unpadded. Returns the output ids (without the begin token, up to
-    and including the end token if it came within ``max_len - 1`` steps) and the cross-attention weights
-    ``(layers, heads, T_out, S)``: row ``t`` is the decoder position that produced output ``t``.
+    ``src`` holds the source's ``S`` token ids, unpadded. Returns the output ids, a list of ``T_out`` ints
+    (without the begin token, up to and including the end token if it came within ``max_len - 1`` steps), and
+    the cross-attention weights, a float array ``(layers, heads, T_out, S)``: row ``t`` is the decoder position
+    that produced output ``t``.
     """
     if len(src) == 0:
         raise ValueError("src must hold at least one token; got an empty list")
@@ -158,7 +167,10 @@ def lookup_batch(layer: torch.nn.Module, noise: float, n: int = 256, T: int = 8,
     """Attention weights of the chapter's lookup layer on fresh examples at a chosen query noise (chapter 12).
 
     Contexts of ``T`` random unit vectors, queries ``context[pick] + noise * N(0, I) / sqrt(d)``, drawn from
-    a generator of their own (the same draws at every noise level). Returns ``(weights (n, T), pick (n,))``.
+    a generator of their own (the same draws at every noise level). ``layer`` is a one-head attention module
+    with ``d_model == d``, called as ``layer(query (n, 1, d), context (n, T, d), need_weights=True)``. Returns
+    ``(weights, pick)``: NumPy arrays ``(n, T)`` (each example's weights over its context) and ``(n,)`` (the
+    context position each query was made from).
     """
     g = torch.Generator().manual_seed(seed)
     context = F.normalize(torch.randn(n, T, d, generator=g), dim=-1)
