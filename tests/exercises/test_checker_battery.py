@@ -194,6 +194,12 @@ class Outcome:
         return self.verdict is not None and bool(self.verdict) and self.expected in (WRONG, STUB)
 
 
+# Checkers whose answers are indices and must come with an integer dtype: a float tensor (one that requires grad,
+# bfloat16) holding the right whole numbers is refused, saying what arrived.
+INTEGER_DTYPE = {"ch28.induction_targets_by_hand"}
+FLOAT_TENSORS = ("tensor that requires grad", "bfloat16 tensor")
+
+
 @functools.cache
 def run_battery(name: str) -> tuple[Outcome, ...]:
     checker = dict(CHECKERS)[name]
@@ -206,6 +212,8 @@ def run_battery(name: str) -> tuple[Outcome, ...]:
             expected = RIGHT if bf16_ok else WRONG
         if words and expected == RIGHT and label != "the reference itself":
             expected = WRONG  # the answer is a word: these submissions return numbers instead
+        if name in INTEGER_DTYPE and label in FLOAT_TENSORS:
+            expected = WRONG
         try:
             with unwatched():
                 verdict = (quick if label == "never returns" else checker)(fn)
@@ -248,6 +256,8 @@ def test_battery(name):
             words["meta tensor"] = "meta device"
         if out.submission in words:
             assert words[out.submission] in message, f"{what}: {message}"
+        if name in INTEGER_DTYPE and out.submission in FLOAT_TENSORS:
+            assert "expected integer positions" in message, f"{what}: {message}"
         if "integer" in out.submission and "2**64" in out.submission:
             assert str(2**64 + 5) in message, f"{what} must show the integer as it is: {message}"
     assert accepts_reference(checker), f"the reference fails after the battery: {accepts_reference(checker)}"

@@ -173,6 +173,25 @@ def test_a_heap_that_forgets_the_left_neighbour_is_refused():
 
     verdict = check_encode_with_heap(right_only)
     assert not verdict and "expected shape" in verdict.message  # a merge missed leaves a token too many
+    # the message shows the ids themselves: where the two lists part, and both lists when they are short
+    case = next(c for c in _rank_cases() if right_only(*c.args) != _heap_encode(*c.args))
+    expected, got = _heap_encode(*case.args), right_only(*case.args)
+    i = next((k for k, (e, g) in enumerate(zip(expected, got, strict=False)) if e != g), min(len(expected), len(got)))
+    assert f"first difference at index {i}: expected {expected[i]}, got {got[i]}" in verdict.message, verdict.message
+    if len(got) <= 12:
+        assert f"expected {expected}, got {got}" in verdict.message, verdict.message
+
+
+def test_a_list_one_id_short_is_shown_by_its_values():
+    def drops_the_last(word, ranks):
+        return heap_with_versions(word, ranks)[:-1]
+
+    verdict = check_encode_with_heap(drops_the_last)
+    first = _rank_cases()[0]
+    expected = _heap_encode(*first.args)
+    n = len(expected) - 1
+    assert not verdict and f"the first {n} entries agree, and the expected list goes on with {expected[n]}" in (
+        verdict.message), verdict.message
 
 
 def test_ties_broken_by_first_occurrence_are_named():

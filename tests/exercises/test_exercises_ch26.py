@@ -8,19 +8,36 @@ import torch.nn.functional as F
 from attnbook.exercises import check_grid_encoding, check_patches_to_images
 from attnbook.exercises.ch26 import _grid_cases, _patch_cases
 from attnbook.numpy.positional import sinusoidal_encoding
-from attnbook.torch.vit import sinusoidal_2d, unpatchify
+from attnbook.torch.vit import patchify, sinusoidal_2d, unpatchify
 
 
 def by_loops(patches, patch_size, height, width):
-    """A learner's answer with loops: each patch's pixels written back into its square."""
+    """A learner's answer with loops: each patch's pixels, listed channels last, written back into its square."""
     p = patch_size
     B, N, D = patches.shape
     C, gw = D // (p * p), width // p
     out = torch.zeros(B, C, height, width, dtype=patches.dtype)
     for n in range(N):
         i, j = divmod(n, gw)
-        out[:, :, i * p:(i + 1) * p, j * p:(j + 1) * p] = patches[:, n].reshape(B, C, p, p)
+        for k in range(D):
+            r, rest = divmod(k, p * C)  # row in the patch, then (column, channel)
+            s, c = divmod(rest, C)
+            out[:, c, i * p + r, j * p + s] = patches[:, n, k]
     return out
+
+
+def through_patchify(patches, patch_size, height, width):
+    """The trick the statement allows: patchify an image of indices to learn where each number goes, in
+    patchify's channel-first order, and reorder each patch to channels last by hand."""
+    p = patch_size
+    B, N, D = patches.shape
+    C = D // (p * p)
+    index = torch.arange(C * height * width).reshape(1, C, height, width)
+    first = patchify(index, p)[0]  # (N, C p^2): the pixel each number of a channel-first patch comes from
+    last = first.reshape(N, C, p, p).permute(0, 2, 3, 1).reshape(N, D)  # the same pixels, channels last
+    out = torch.zeros(B, C * height * width, dtype=patches.dtype)
+    out[:, last.reshape(-1)] = patches.reshape(B, -1)
+    return out.reshape(B, C, height, width)
 
 
 def with_numpy(grid_h, grid_w, d_model):
@@ -37,6 +54,7 @@ def with_numpy(grid_h, grid_w, d_model):
 
 def test_correct_answers_pass():
     assert check_patches_to_images(by_loops)
+    assert check_patches_to_images(through_patchify)  # patchify is allowed, and does not do the exercise alone
     assert check_grid_encoding(with_numpy)
     assert check_grid_encoding(lambda gh, gw, d: torch.tensor(with_numpy(gh, gw, d), dtype=torch.float32))
 
@@ -67,23 +85,30 @@ def test_patch_mistakes_are_named():
         out = torch.zeros(B, C, H, W, dtype=patches.dtype)
         for n in range(N):
             j, i = divmod(n, gh)  # column by column
-            out[:, :, i * p:(i + 1) * p, j * p:(j + 1) * p] = patches[:, n].reshape(B, C, p, p)
+            out[:, :, i * p:(i + 1) * p, j * p:(j + 1) * p] = patches[:, n].reshape(B, p, p, C).permute(0, 3, 1, 2)
         return out
 
     verdict = check_patches_to_images(by_columns)
     assert not verdict and "row by row" in verdict.message
 
-    def channels_last(patches, p, H, W):
+    def channels_first(patches, p, H, W):  # the page's layout: the inverse of patchify copied from its cell
         B, N, D = patches.shape
         C, gw = D // (p * p), W // p
         out = torch.zeros(B, C, H, W, dtype=patches.dtype)
         for n in range(N):
             i, j = divmod(n, gw)
-            out[:, :, i * p:(i + 1) * p, j * p:(j + 1) * p] = patches[:, n].reshape(B, p, p, C).permute(0, 3, 1, 2)
+            out[:, :, i * p:(i + 1) * p, j * p:(j + 1) * p] = patches[:, n].reshape(B, C, p, p)
         return out
 
-    verdict = check_patches_to_images(channels_last)
-    assert not verdict and "channels first" in verdict.message
+    verdict = check_patches_to_images(channels_first)
+    assert not verdict and "channels last" in verdict.message, verdict.message
+
+    def rows_and_columns_swapped(patches, p, H, W):
+        return by_loops(patches, p, H, W).reshape(patches.shape[0], -1, H // p, p, W // p, p).transpose(3, 5) \
+            .reshape(patches.shape[0], -1, H, W)
+
+    verdict = check_patches_to_images(rows_and_columns_swapped)
+    assert not verdict and "column by column" in verdict.message, verdict.message
     verdict = check_patches_to_images(lambda P, p, H, W: P.reshape(P.shape[0], -1, H, W))
     assert not verdict and "permuted" in verdict.message
 

@@ -838,6 +838,27 @@ def _tolerance_note(exp: np.ndarray, got: np.ndarray, atol: float, rtol: float) 
     return note
 
 
+def _list_difference(exp: np.ndarray, got: np.ndarray, short: int = 12) -> str:
+    """For two 1-D answers of different lengths (a list of ids, a list of positions), where they part: the
+    first index at which they differ, or where the shorter one ends, and both lists when they are short."""
+    if exp.ndim != 1 or got.ndim != 1:
+        return ""
+    n = min(len(exp), len(got))
+    if exp.dtype.kind == "f" or got.dtype.kind == "f":
+        same = np.isclose(got[:n].astype(np.float64), exp[:n].astype(np.float64), rtol=1e-6, atol=1e-8)
+    else:
+        same = got[:n] == exp[:n]
+    i = int(np.argmin(same)) if n and not same.all() else n
+    if i < n:
+        shown_exp, shown_got = _fmt_pair(np.asarray(exp[i]), np.asarray(got[i]))
+        where = f"first difference at index {i}: expected {shown_exp}, got {shown_got}"
+    else:
+        longer, rest = ("the answer", got) if len(got) > n else ("the expected list", exp)
+        where = f"the first {n} entries agree, and {longer} goes on with {_fmt(np.asarray(rest[n]))}"
+    lists = (f"; expected {_fmt(exp)}, got {_fmt(got)}" if max(len(exp), len(got)) <= short else "")
+    return f" ({where}){lists}"
+
+
 def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool = False) -> Problem | None:
     """``None`` when ``got`` matches ``expected``, else what kind of difference, and a sentence saying how."""
     if got is None:
@@ -867,7 +888,8 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
         extra = (f" (it is a tuple of {len(got)} items: return only the answer)"
                  if isinstance(got, tuple) and got_arr.ndim else "")
         return Problem(Outcome.WRONG_SHAPE,
-                       f"returned shape {got_arr.shape}, expected shape {exp.shape}{extra}"
+                       f"returned shape {got_arr.shape}, expected shape {exp.shape}{_list_difference(exp, got_arr)}"
+                       f"{extra}"
                        if exp.ndim
                        else f"returned an array of shape {got_arr.shape}, expected a single number{extra}")
     exact = exp.dtype.kind in "biu"  # counts, ids and masks: no tolerance

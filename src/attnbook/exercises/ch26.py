@@ -7,13 +7,19 @@ import torch
 
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy.positional import sinusoidal_encoding
-from attnbook.torch.vit import sinusoidal_2d, unpatchify
+from attnbook.torch.vit import patchify, sinusoidal_2d, unpatchify
 
-# --- patches back to images --------------------------------------------------------------------------
+# --- patches back to images, each patch listed channels last ------------------------------------------------
 
 
 def _unpatchify(patches, patch_size, height, width):
-    return unpatchify(patches, patch_size, height, width)
+    # each patch vector reordered from (row, column, channel) to patchify's (channel, row, column), then the
+    # package's inverse of patchify
+    p = patch_size
+    B, N, D = patches.shape
+    C = D // (p * p)
+    channels_first = patches.reshape(B, N, p, p, C).permute(0, 1, 4, 2, 3).reshape(B, N, D)
+    return unpatchify(channels_first, patch_size, height, width)
 
 
 def _patch_cases() -> list[Case]:
@@ -23,7 +29,7 @@ def _patch_cases() -> list[Case]:
     for B, C, H, W, p, why in ((2, 1, 8, 8, 2, " (the chapter's digits)"),
                                (1, 3, 6, 4, 2, " (three channels, taller than wide)"),
                                (2, 2, 6, 9, 3, " (two channels, wider than tall)"),
-                               (1, 1, 4, 4, 4, " (one patch, the whole image)"),
+                               (1, 3, 4, 4, 4, " (three channels, one patch, the whole image)"),
                                (1, 2, 3, 2, 1, " (patches of one pixel)"),
                                (3, 3, 8, 4, 4, " (three channels, a column of two patches)")):
         N, D = (H // p) * (W // p), C * p * p
@@ -38,16 +44,16 @@ def _grid_by_columns(patches, patch_size, height, width):
     p = patch_size
     B, _, D = patches.shape
     C = D // (p * p)
-    x = patches.reshape(B, width // p, height // p, C, p, p).permute(0, 3, 2, 4, 1, 5)
+    x = patches.reshape(B, width // p, height // p, p, p, C).permute(0, 5, 2, 3, 1, 4)
     return x.reshape(B, C, height, width)
 
 
-def _channels_last(patches, patch_size, height, width):
-    # each patch read as (p, p, C), channels last, where patchify flattens (C, p, p)
+def _channels_first(patches, patch_size, height, width):
+    # each patch read as patchify lists it, (C, p, p), channels first: the page's layout, not this exercise's
     p = patch_size
     B, _, D = patches.shape
     C = D // (p * p)
-    x = patches.reshape(B, height // p, width // p, p, p, C).permute(0, 5, 1, 3, 2, 4)
+    x = patches.reshape(B, height // p, width // p, C, p, p).permute(0, 3, 1, 4, 2, 5)
     return x.reshape(B, C, height, width)
 
 
@@ -56,7 +62,7 @@ def _patch_transposed(patches, patch_size, height, width):
     p = patch_size
     B, _, D = patches.shape
     C = D // (p * p)
-    x = patches.reshape(B, height // p, width // p, C, p, p).permute(0, 3, 1, 5, 2, 4)
+    x = patches.reshape(B, height // p, width // p, p, p, C).permute(0, 5, 1, 4, 2, 3)
     return x.reshape(B, C, height, width)
 
 
@@ -69,16 +75,18 @@ def _reshaped_only(patches, patch_size, height, width):
 
 check_patches_to_images = Checker(
     name="patches_to_images",
-    doc="Check ``fn(patches, patch_size, height, width) -> images``: the inverse of ``patchify``, patches "
-        "``(B, N, C p^2)`` (numbered row by row over the grid, each flattened channel first, then its rows, then "
-        "its columns) back to images ``(B, C, height, width)``.",
+    doc="Check ``fn(patches, patch_size, height, width) -> images``: patches ``(B, N, p^2 C)``, numbered row by row "
+        "over the grid, each flattened channels last (pixel by pixel, row by row, the C channels of a pixel "
+        "together), back to images ``(B, C, height, width)``. Allowed: ``patchify``. Forbidden: ``unpatchify``, "
+        "``F.fold``, ``F.pixel_shuffle``, ``einops.rearrange``.",
     reference=_unpatchify,
     cases=_patch_cases(),
     mistakes=(
-        Mistake(_grid_by_columns, "patchify numbers the patches row by row: patch n sits in grid row "
+        Mistake(_channels_first, "these patches list their channels last: the C channels of pixel (0, 0) first, "
+                "then those of pixel (0, 1), and so on, as images stored (height, width, channel) are cut; "
+                "patchify's vectors hold all p x p pixels of channel 0 first, which is another order."),
+        Mistake(_grid_by_columns, "the patches are numbered row by row: patch n sits in grid row "
                 "n // (width / p) and grid column n % (width / p)."),
-        Mistake(_channels_last, "a flattened patch holds its channels first: all p x p pixels of channel 0, then "
-                "channel 1, and so on (the layout of a conv2d weight), not the channels of one pixel together."),
         Mistake(_patch_transposed, "within a patch, the pixels of one row come one after another (row by row), "
                 "not column by column: check which of the two p axes is which."),
         Mistake(_reshaped_only, "a reshape alone keeps the numbers in patch order: the p rows of a patch must be "
@@ -86,7 +94,9 @@ check_patches_to_images = Checker(
     ),
     forbidden=(unpatchify, "torch.nn.functional.fold", "torch.nn.functional.pixel_shuffle",
                "einops.rearrange"),
+    allowed=(patchify,),
 )
+
 
 # --- a 2-D sinusoidal encoding for a grid of patches -------------------------------------------------
 

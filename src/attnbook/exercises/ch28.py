@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import Case, Checker, Mistake, Outcome, Problem, _values
 from attnbook.torch.circuits import (
     composition_score,
     composition_scores,
@@ -66,11 +66,39 @@ def _targets_cases() -> list[Case]:
     return cases
 
 
-check_induction_targets_by_hand = Checker(
+def _kind_of(got) -> str:
+    """What arrived, for a message: a tensor's or an array's dtype, or the Python type of a list's items."""
+    if hasattr(got, "dtype"):
+        return f"{type(got).__name__} of dtype {got.dtype}"
+    items = {type(x).__name__ for x in got} if isinstance(got, (list, tuple)) else set()
+    return f"{type(got).__name__} of {' and '.join(sorted(items))}" if items else type(got).__name__
+
+
+class _PositionsChecker(Checker):
+    """A ``Checker`` whose answer is a tensor of positions: indices, so an integer dtype is required, even when
+    floats would hold the same whole numbers (3.0 cannot index a tensor)."""
+
+    def _run(self, fn, args, label, forbidden):
+        got, problem = super()._run(fn, args, label, forbidden)
+        if problem is not None or got is None:
+            return got, problem
+        try:
+            kind = _values(got).dtype.kind
+        except Exception:  # not numbers at all: the comparison says what arrived
+            return got, problem
+        if kind not in "iu":
+            return None, Problem(Outcome.WRONG_FORM, f"returned a {_kind_of(got)}, expected integer positions (a "
+                                 "tensor of dtype torch.int64, say): a position indexes the sequence, and a float "
+                                 f"or a boolean cannot (input: {label}).")
+        return got, problem
+
+
+check_induction_targets_by_hand = _PositionsChecker(
     name="induction_targets_by_hand",
     doc="Check ``fn(ids) -> targets``: for a 1-D integer tensor ``ids`` of length T, ``targets[t]`` is the "
         "position just after the most recent earlier occurrence (at p < t) of the token ``ids[t]``, or -1 if "
-        "the token has not occurred before; integers, shape (T,). Forbidden: the package's induction_targets.",
+        "the token has not occurred before; integers (an integer dtype: floats are refused), shape (T,). "
+        "Forbidden: the package's induction_targets.",
     reference=_induction_targets,
     cases=_targets_cases(),
     mistakes=(
@@ -87,72 +115,103 @@ check_induction_targets_by_hand = Checker(
 )
 
 
-# --- V-composition from the weights in the package's layout ---------------------------------------------
+# --- V-composition along a path of heads, from the weights in the package's layout ----------------------
 
 
-def _v_composition(W_V1, W_O1, W_V2, W_O2):
-    return v_composition(W_V2 @ W_O2, W_V1 @ W_O1)
+def _v_composition(heads):
+    """The package's pairwise ``v_composition`` along the path: ``||P OV|| / (||P|| ||OV||)`` for each next head,
+    where ``P`` is the path so far; the product of these ratios telescopes to the path's score."""
+    ovs = [W_V @ W_O for W_V, W_O in heads]
+    score, path = torch.ones((), dtype=ovs[0].dtype), ovs[0]
+    for ov in ovs[1:]:
+        score = score * v_composition(ov, path)
+        path = path @ ov
+    return score
 
 
-def _ratio(left, right):
-    """``||left right|| / (||left|| ||right||)`` written out: the mistakes may not call the forbidden functions."""
+def _score(mats):
+    """``||M_1 ... M_n|| / (||M_1|| ... ||M_n||)`` written out: the mistakes may not call the forbidden functions."""
     norm = torch.linalg.matrix_norm
-    return norm(left @ right) / (norm(left) * norm(right))
+    product = mats[0]
+    for m in mats[1:]:
+        product = product @ m
+    return norm(product) / torch.stack([norm(m) for m in mats]).prod()
 
 
-def _wrong_order(W_V1, W_O1, W_V2, W_O2):
-    return _ratio(W_V2 @ W_O2, W_V1 @ W_O1)  # OV2 OV1: the later head applied first
+def _ovs(heads):
+    return [W_V @ W_O for W_V, W_O in heads]
 
 
-def _one_transposed(W_V1, W_O1, W_V2, W_O2):
-    return _ratio((W_V1 @ W_O1).T, W_V2 @ W_O2)  # the paper's W_OV for one head, the row OV for the other
+def _wrong_order(heads):
+    return _score(_ovs(heads)[::-1])  # OV_n ... OV_1: the latest head applied first
 
 
-def _unnormalised(W_V1, W_O1, W_V2, W_O2):
-    return torch.linalg.matrix_norm((W_V1 @ W_O1) @ (W_V2 @ W_O2))
+def _first_pair(heads):
+    return _score(_ovs(heads)[:2])  # the pair formula, the heads after the second left out
 
 
-def _factor_norms(W_V1, W_O1, W_V2, W_O2):
+def _pairwise(heads):
+    ovs = _ovs(heads)
+    return torch.stack([_score([a, b]) for a, b in zip(ovs, ovs[1:], strict=False)]).prod()
+
+
+def _one_transposed(heads):
+    ovs = _ovs(heads)
+    return _score([ovs[0].T, *ovs[1:]])  # the paper's W_OV for the first head, the row OV for the others
+
+
+def _unnormalised(heads):
+    ovs = _ovs(heads)
+    return _score(ovs) * torch.stack([torch.linalg.matrix_norm(m) for m in ovs]).prod()
+
+
+def _factor_norms(heads):
     norm = torch.linalg.matrix_norm
-    return norm((W_V1 @ W_O1) @ (W_V2 @ W_O2)) / (norm(W_V1) * norm(W_O1) * norm(W_V2) * norm(W_O2))
+    return _score(_ovs(heads)) * torch.stack([norm(W_V @ W_O) / (norm(W_V) * norm(W_O)) for W_V, W_O in heads]).prod()
 
 
 def _composition_cases() -> list[Case]:
     g = torch.Generator().manual_seed(2802)
-    cases = []
-    for d_model, d_head in ((8, 2), (12, 4), (16, 8)):
-        W_V1, W_V2 = (torch.randn(d_model, d_head, generator=g, dtype=torch.float64) for _ in range(2))
-        W_O1, W_O2 = (torch.randn(d_head, d_model, generator=g, dtype=torch.float64) for _ in range(2))
-        cases.append(Case(f"random weights, d_model {d_model}, d_head {d_head}", (W_V1, W_O1, W_V2, W_O2)))
-    # a later head whose values read exactly the direction the earlier head writes: a score of 1
-    u = torch.randn(8, 1, generator=g, dtype=torch.float64)
-    W_V1 = torch.randn(8, 1, generator=g, dtype=torch.float64)
-    W_O2 = torch.randn(1, 8, generator=g, dtype=torch.float64)
-    cases.append(Case("rank-one heads: the later head's values read the direction the earlier head writes",
-                      (W_V1, u.T.clone(), u.clone(), W_O2)))
+
+    def head(d_model, d_head):
+        return (torch.randn(d_model, d_head, generator=g, dtype=torch.float64),
+                torch.randn(d_head, d_model, generator=g, dtype=torch.float64))
+
+    cases = [Case(f"a path of {n} random heads, d_model {d_model}, d_head {d_head}",
+                  ([head(d_model, d_head) for _ in range(n)],))
+             for n, d_model, d_head in ((2, 8, 2), (3, 12, 4), (4, 16, 8))]
+    # a path whose every head reads exactly the direction the one before it writes: a score of 1, in this order only
+    a, u, w, z = (torch.randn(8, 1, generator=g, dtype=torch.float64) for _ in range(4))
+    cases.append(Case("rank-one heads, three of them: each head's values read the direction the one before writes",
+                      ([(a, u.T.clone()), (u.clone(), w.T.clone()), (w.clone(), z.T.clone())],)))
     return cases
 
 
 check_v_composition_by_hand = Checker(
     name="v_composition_by_hand",
-    doc="Check ``fn(W_V1, W_O1, W_V2, W_O2) -> score``: the V-composition of a later head (its value weights "
-        "``W_V2`` (d_model, d_head) and output rows ``W_O2`` (d_head, d_model), in the package's (in, out) layout) "
-        "with an earlier head (``W_V1``, ``W_O1``, the same shapes); Elhage et al.'s "
-        "||W_OV^2 W_OV^1||_F / (||W_OV^2||_F ||W_OV^1||_F), a number between 0 and 1. Forbidden: the package's "
+    doc="Check ``fn(heads) -> score``: ``heads`` lists two or more heads from the earliest layer to the latest, "
+        "each a pair ``(W_V, W_O)`` in the package's (in, out) layout, ``W_V`` (d_model, d_head) and ``W_O`` "
+        "(d_head, d_model); the score of the path is the Frobenius norm of the map that takes a row written by "
+        "the first head through every later head's OV, divided by the product of the heads' own OV norms, a "
+        "number between 0 and 1 (for two heads, Elhage et al.'s V-composition). Forbidden: the package's "
         "v_composition, q_composition, k_composition, composition_score, composition_scores, random_composition, "
         "qk_matrix and ov_matrix.",
     reference=_v_composition,
     cases=_composition_cases(),
     mistakes=(
-        Mistake(_wrong_order, "the order is reversed: a row y written by the earlier head becomes y OV1, and the "
-                "later head's values turn that into y OV1 OV2, so the product is OV1 OV2 (the transpose of the "
-                "paper's W_OV^2 W_OV^1), not OV2 OV1."),
-        Mistake(_one_transposed, "transpose both heads' OV or neither: the paper's W_OV is OV^T for every head, and "
-                "(W_OV^2 W_OV^1)^T = OV1 OV2 has the same Frobenius norm."),
-        Mistake(_unnormalised, "divide by the product of the two OV matrices' Frobenius norms: the score must not "
-                "change when a matrix is scaled."),
-        Mistake(_factor_norms, "divide by the norms of the two OV matrices, ||W_V W_O||, not by the norms of their "
-                "four factors: the score lies between 0 and 1 only then."),
+        Mistake(_wrong_order, "the order is reversed: in the row layout a row y written by the first head becomes "
+                "y OV_1, the next head turns that into y OV_1 OV_2, and so on, so the product runs from the earliest "
+                "head on the left to the latest on the right (the transpose of the paper's W_OV^n ... W_OV^1)."),
+        Mistake(_first_pair, "the path has more than two heads here: take the row through every head of the list, "
+                "not only the first two."),
+        Mistake(_pairwise, "a product of the pairs' scores is not the path's score: multiply the OV matrices along "
+                "the whole path first, then take one norm of that product."),
+        Mistake(_one_transposed, "transpose every head's OV or none: the paper's W_OV is OV^T for every head, and "
+                "the transpose of the whole product has the same Frobenius norm."),
+        Mistake(_unnormalised, "divide by the product of the heads' OV Frobenius norms: the score must not change "
+                "when a head's matrix is scaled."),
+        Mistake(_factor_norms, "divide by the norms of the heads' OV matrices, ||W_V W_O||, not by the norms of "
+                "their factors: the score lies between 0 and 1 only then."),
     ),
     atol=1e-9,
     forbidden=(v_composition, q_composition, k_composition, composition_score, composition_scores,
