@@ -426,3 +426,37 @@ def test_a_head_count_fixed_in_the_code_passes_one_case_and_fails_the_next():
     assert verdict.outcome is Outcome.WRONG_VALUE
     assert "ParallelBlock(12, 3, 24)" in verdict.message  # the first case has 2 heads: it passed
     assert "the input of your `attn.w_o` differs" in verdict.message
+
+
+def test_one_walk_finds_a_ready_made_part_for_every_module_building_checker():
+    """``ready_made_submodule`` is what the module checkers, the Part II and Part V capstones and the Part III
+    capstone's model all use: it finds a subclass of a refused class as well as the class itself, at any depth,
+    for each package it is told to refuse, and leaves an allowed class alone with whatever it holds."""
+    from attnbook.exercises._modules import ready_made_submodule
+    from attnbook.exercises._part5 import _delegated
+    from attnbook.exercises.ch15 import _ready_made
+
+    class MyGPT(at.GPT):  # a learner's class that only renames the package's
+        pass
+
+    model = MyGPT(at.GPTConfig(vocab_size=11, block_size=8, n_layers=1, n_heads=2, d_model=8))
+    found = ready_made_submodule(model)
+    assert (found.name, found.verb, found.owner) == ("", "derives from", "attnbook"), found
+    assert "derives from `attnbook.torch." in _ready_made(model)
+
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(4, 4), nn.TransformerEncoderLayer(4, 2, 8, batch_first=True))
+
+    found = ready_made_submodule(Holder())
+    assert (found.name, found.verb, found.owner, found.what) == (
+        "inner.1", "is", "torch", "`torch.nn.TransformerEncoderLayer`"), found
+    assert "your model's module `inner.1` is `torch.nn.TransformerEncoderLayer`" in _delegated(Holder())
+    assert ready_made_submodule(Holder(), allowed=[nn.Sequential]) is None
+    assert ready_made_submodule(nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))) is None
+
+    Foreign = type("Foreign", (nn.Module,), {"__module__": "peft.tuners.lora"})
+    assert ready_made_submodule(Foreign()) is None  # not refused unless asked for
+    assert ready_made_submodule(Foreign(), owners=("peft",)).owner == "peft"
+    assert "`peft.tuners.lora.Foreign`" in _delegated(Foreign())

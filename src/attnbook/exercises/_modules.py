@@ -373,27 +373,38 @@ def _fit(reference: nn.Module, mine: nn.Module, call: str) -> Problem | None:
                             "the names and shapes it expects.")
 
 
-def _refused_submodule(module: nn.Module, allowed: Sequence[Any]) -> str | None:
-    """A sentence refusing the first submodule (the module itself included) that is a ready-made answer:
-    a class of ``attnbook`` or ``transformers``, or a Transformer layer of ``torch.nn``; ``None`` if none is."""
+@dataclass(frozen=True)
+class ReadyMade:
+    """A submodule of a learner's model that is someone else's implementation: its dotted ``name`` ("" for the
+    model itself), ``verb`` ("is" or "derives from"), ``owner`` ("attnbook", "transformers", "peft" or
+    "torch") and ``what``, the offending class's full name in backquotes."""
+
+    name: str
+    verb: str
+    owner: str
+    what: str
+
+
+def ready_made_submodule(module: nn.Module, allowed: Sequence[Any] = (),
+                         owners: tuple[str, ...] = ("attnbook", "transformers")) -> ReadyMade | None:
+    """The first submodule of ``module`` (itself first, then depth first) whose class is, or derives from, a
+    class of one of the packages ``owners`` or one of PyTorch's ``TORCH_LAYERS``; ``None`` if there is none.
+    A submodule of a class listed in ``allowed`` is accepted with whatever it holds. The one walk every
+    module-building exercise uses, so that a subclass or a held submodule cannot pass where the class itself
+    is refused."""
     allowed_classes = tuple(a for a in _resolve(allowed) if isinstance(a, type))
 
-    def visit(name: str, m: nn.Module) -> str | None:
+    def visit(name: str, m: nn.Module) -> ReadyMade | None:
         if isinstance(m, allowed_classes) and type(m) in allowed_classes:
             return None  # an allowed class, with whatever it holds
-        who = f"your `{name}`" if name else "your class"
         for klass in type(m).__mro__:
             module_name = getattr(klass, "__module__", "") or ""
-            what = f"`torch.nn.{klass.__name__}`" if klass in TORCH_LAYERS else f"`{module_name}.{klass.__qualname__}`"
             verb = "is" if klass is type(m) else "derives from"
-            if module_name == "attnbook" or module_name.startswith("attnbook."):
-                return (f"{who} {verb} the package's {what}: an answer built from the package's modules proves "
-                        "nothing. Write it from the parts the exercise allows.")
-            if module_name == "transformers" or module_name.startswith("transformers."):
-                return f"{who} {verb} Hugging Face's {what}, a ready-made model or layer."
+            owner = module_name.split(".")[0]
+            if owner in owners:
+                return ReadyMade(name, verb, owner, f"`{module_name}.{klass.__qualname__}`")
             if klass in TORCH_LAYERS:
-                return (f"{who} {verb} PyTorch's ready-made {what}, which does what the exercise asks you to "
-                        "write.")
+                return ReadyMade(name, verb, "torch", f"`torch.nn.{klass.__name__}`")
         for child_name, child in m.named_children():
             found = visit(f"{name}.{child_name}" if name else child_name, child)
             if found:
@@ -401,6 +412,21 @@ def _refused_submodule(module: nn.Module, allowed: Sequence[Any]) -> str | None:
         return None
 
     return visit("", module)
+
+
+def _refused_submodule(module: nn.Module, allowed: Sequence[Any]) -> str | None:
+    """A sentence refusing the first submodule (the module itself included) that is a ready-made answer:
+    a class of ``attnbook`` or ``transformers``, or a Transformer layer of ``torch.nn``; ``None`` if none is."""
+    found = ready_made_submodule(module, allowed)
+    if found is None:
+        return None
+    who = f"your `{found.name}`" if found.name else "your class"
+    if found.owner == "attnbook":
+        return (f"{who} {found.verb} the package's {found.what}: an answer built from the package's modules proves "
+                "nothing. Write it from the parts the exercise allows.")
+    if found.owner == "transformers":
+        return f"{who} {found.verb} Hugging Face's {found.what}, a ready-made model or layer."
+    return f"{who} {found.verb} PyTorch's ready-made {found.what}, which does what the exercise asks you to write."
 
 
 # --- the modules the references share ----------------------------------------------------------------------------

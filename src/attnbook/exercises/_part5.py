@@ -46,6 +46,7 @@ from attnbook.exercises._harness import (
     _TimedOut,
     _Watch,
 )
+from attnbook.exercises._modules import ready_made_submodule
 from attnbook.torch.lora import LoRALinear, add_lora, count_trainable, lora_layers
 from attnbook.torch.vit import ViT, ViTConfig
 
@@ -59,8 +60,6 @@ FORBIDDEN = ("torch.nn.functional.scaled_dot_product_attention", "torch.nn.funct
              "torch.nn.MultiheadAttention.forward", "torch.nn.TransformerEncoderLayer.forward",
              "torch.nn.TransformerEncoder.forward", "torch.nn.functional.unfold", "torch.nn.Unfold.forward",
              "torch.nn.functional.conv2d", "torch.nn.Conv2d.forward")
-_TORCH_LAYERS = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder,
-                 nn.TransformerDecoderLayer, nn.TransformerDecoder, nn.Transformer)
 _REFUSED_MODULES = ("attnbook", "peft", "transformers")
 
 PART_HINTS = {
@@ -171,13 +170,12 @@ class _PolicyWatch(_Watch):
 
 def _delegated(model: nn.Module) -> str | None:
     """The first module of ``model`` that does a part of the exercise for it, named, or ``None``."""
-    for name, module in model.named_modules():
-        cls = type(module)
-        if cls.__module__.startswith(_REFUSED_MODULES) or isinstance(module, _TORCH_LAYERS):
-            where = f"your model's module `{name}`" if name else "your model itself"
-            return (f"{where} is a `{cls.__module__}.{cls.__qualname__}`: the model must be built from your own "
-                    "modules (torch.nn's Linear and LayerNorm inside them are fine), its attention written by hand")
-    return None
+    found = ready_made_submodule(model, owners=_REFUSED_MODULES)
+    if found is None:
+        return None
+    where = f"your model's module `{found.name}`" if found.name else "your model itself"
+    return (f"{where} {found.verb} {found.what}: the model must be built from your own modules (torch.nn's "
+            "Linear and LayerNorm inside them are fine), its attention written by hand")
 
 
 def _values(x: Any) -> torch.Tensor:

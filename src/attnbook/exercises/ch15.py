@@ -26,6 +26,7 @@ from attnbook.exercises._harness import (
     _TimedOut,
     _Watch,
 )
+from attnbook.exercises._modules import ready_made_submodule
 from attnbook.torch import GPT, GPTConfig
 from attnbook.torch.decoding import top_k_filter
 
@@ -220,10 +221,6 @@ check_gpt_parameters = Checker(
 SIZES = ("vocab_size", "block_size", "n_layers", "n_heads", "d_model")
 
 # Modules an answer's model may not contain: whole attention layers or blocks written by someone else.
-_READY_MADE = (torch.nn.MultiheadAttention, torch.nn.Transformer, torch.nn.TransformerEncoder,
-               torch.nn.TransformerDecoder, torch.nn.TransformerEncoderLayer, torch.nn.TransformerDecoderLayer)
-
-
 def _gpt2_config(sizes: dict) -> Any:
     from transformers import GPT2Config
 
@@ -369,17 +366,15 @@ def _ready_made(model: Any) -> str | None:
     """The first module of the learner's model that is someone else's implementation, or ``None``."""
     if not isinstance(model, torch.nn.Module):
         return None
-    for name, module in model.named_modules():
-        cls = type(module)
-        owner = cls.__module__.split(".")[0]
-        if owner in ("attnbook", "transformers") or isinstance(module, _READY_MADE):
-            where = f"`{name}`" if name else "the model itself"
-            whose = {"attnbook": "the book's own package", "transformers": "Hugging Face transformers"}.get(
-                owner, "PyTorch's ready-made attention")
-            return (f"your model contains {where}, a `{cls.__module__}.{cls.__qualname__}`, from {whose}: build "
-                    "the GPT from your own modules (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Dropout and "
-                    "tensor operations), attention written out.")
-    return None
+    found = ready_made_submodule(model)
+    if found is None:
+        return None
+    where = f"`{found.name}`" if found.name else "the model itself"
+    whose = {"attnbook": "the book's own package", "transformers": "Hugging Face transformers"}.get(
+        found.owner, "PyTorch's ready-made attention")
+    return (f"your model contains {where}, which {found.verb} {found.what}, from {whose}: build the GPT from your "
+            "own modules (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Dropout and tensor operations), attention "
+            "written out.")
 
 
 # Mapping mistakes to try when an attention disagrees: a change of GPT-2's weights before the learner's
