@@ -70,6 +70,15 @@ def test_warmup_cosine_shows_the_denominator_mistake_on_a_short_run():
     assert not verdict and "step=9, peak=1.0, warmup=2, total=10" in verdict.message and "total - 1" in verdict.message
 
 
+def test_warmup_cosine_refuses_a_warmup_line_from_zero_to_the_peak():
+    # read from the description as a line from 0 at step 0 to peak at step warmup - 1: step 0 would not train
+    def from_zero_to_peak(step, peak, warmup, total):
+        return peak * step / (warmup - 1) if step < warmup else schedule(step, peak, warmup, total)
+
+    verdict = check_warmup_cosine(from_zero_to_peak)
+    assert not verdict and "step=0," in verdict.message
+
+
 def test_warmup_cosine_refuses_a_linear_decay():
     def linear(step, peak, warmup, total):
         return peak * (step + 1) / warmup if step < warmup else peak * (total - 1 - step) / (total - 1 - warmup)

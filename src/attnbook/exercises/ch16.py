@@ -115,15 +115,17 @@ def _no_warmup(step, peak, warmup, total):
 
 check_warmup_cosine = Checker(
     name="warmup_cosine",
-    doc="Check ``fn(step, peak, warmup, total) -> float``: linear warm-up, then cosine decay to 0.",
+    doc="Check ``fn(step, peak, warmup, total) -> float``: linear warm-up reaching ``peak`` at step ``warmup - 1``, "
+        "then half a cosine down to 0 at step ``total - 1``.",
     reference=_schedule,
     cases=[*(Case(f"step={s}, peak=1e-3, warmup=100, total=1000", (s, 1e-3, 100, 1000)) for s in (0, 49, 99, 100)),
            # the last step of a short run: the rate must have reached 0 there
            Case("step=9, peak=1.0, warmup=2, total=10", (9, 1.0, 2, 10)),
            *(Case(f"step={s}, peak=1e-3, warmup=100, total=1000", (s, 1e-3, 100, 1000)) for s in (550, 999))],
     mistakes=(
-        Mistake(_from_zero, "count steps from 0 but reach peak * (step + 1) / warmup, so step 0 already trains."),
-        Mistake(_no_warmup, "rise linearly during the first `warmup` steps before decaying."),
+        Mistake(_from_zero, "steps count from 0, and step 0 already trains: the warm-up starts one increment "
+                "above 0 and reaches peak at step warmup - 1, its last step, not at step warmup."),
+        Mistake(_no_warmup, "rise along a straight line during the first `warmup` steps before decaying."),
         Mistake(_decay_over_total_minus_warmup, "the decay must be complete at the last step, total - 1: it "
                 "takes total - 1 - warmup steps after the warm-up, not total - warmup."),
     ),

@@ -153,7 +153,12 @@ class EncoderDecoderTransformer(nn.Module):
         self.unembed = Unembedding(c.d_model, c.tgt_vocab_size, bias=True)
 
     def embed(self, ids: torch.Tensor, table: TokenEmbedding) -> torch.Tensor:
-        # Scaling the token vectors by sqrt(d_model) keeps them comparable to the positional ones.
+        # The token vectors are multiplied by sqrt(d_model), as in section 3.4 of Vaswani et al. (2017), to bring
+        # them nearer the positions' scale: the token table starts with entries of standard deviation 0.02, while
+        # the sinusoidal positions (the default) have a root mean square of 1/sqrt(2) at any width. The factor
+        # raises the tokens to 0.02 sqrt(d_model): 0.16 at d_model = 64, still under a quarter of the positions'
+        # (chapter 15). The package scales here, with either kind of positions; the GPT and the encoder-only
+        # model, whose learned positions start as small as their tokens, add the two unscaled.
         x = table(ids) * math.sqrt(self.config.d_model) + self.positions(ids.shape[1])
         return self.drop(x)
 
