@@ -107,3 +107,61 @@ def test_unattempted_exercise_says_so():
         raise NotImplementedError
 
     assert not check_dilated_causal_conv(todo).attempted
+
+
+# --- the convolution's token-mixing matrix ------------------------------------------------------------------
+
+from attnbook.exercises.ch10 import check_conv_mixing_matrix  # noqa: E402
+
+
+def mixing_by_loops(w, T):
+    k, M = len(w), np.zeros((T, T))
+    for i in range(T):
+        for j in range(k):
+            t = i + j - k // 2
+            if 0 <= t < T:
+                M[i, t] = w[j]
+    return M
+
+
+def test_a_mixing_matrix_built_by_loops_passes_and_equals_torch_s_convolution():
+    assert check_conv_mixing_matrix(mixing_by_loops)
+    g = np.random.default_rng(7)
+    w, x = g.normal(size=5), g.normal(size=9)
+    torch_y = F.conv1d(torch.tensor(x)[None, None], torch.tensor(w)[None, None], padding=2)[0, 0].numpy()
+    np.testing.assert_allclose(mixing_by_loops(w, 9) @ x, torch_y, atol=1e-12)
+
+
+def test_a_mixing_matrix_read_off_np_convolve_is_refused_by_name():
+    def through_convolve(w, T):  # column t: the convolution of the t-th one-hot signal
+        return np.stack([np.convolve(np.eye(T)[t], w[::-1], mode="same") for t in range(T)], axis=1)
+
+    verdict = check_conv_mixing_matrix(through_convolve)
+    assert not verdict and "numpy.convolve" in verdict.message
+
+
+@pytest.mark.parametrize("wrong, words", [
+    # the kernel read as np.convolve reads it, flipped: the same as the right matrix transposed
+    (lambda w, T: mixing_by_loops(w[::-1], T), "does not flip the kernel"),
+    (lambda w, T: mixing_by_loops(w, T).T, "does not flip the kernel"),
+    # the padding forgotten: the window starts at the output's own token
+    (lambda w, T: sum(w_j * np.eye(T, k=j) for j, w_j in enumerate(w)), "centres the window"),
+])
+def test_a_learner_s_mixing_matrix_mistakes_fail_with_their_hint(wrong, words):
+    verdict = check_conv_mixing_matrix(wrong)
+    assert not verdict and words in verdict.message, verdict.message
+
+
+def test_a_mixing_matrix_that_clips_the_window_instead_of_padding_fails():
+    # A plausible answer outside the listed mistakes: at the edges, the window slides inwards to stay inside the
+    # sequence (as "valid" windows do) instead of reading zeros.
+    def clipped(w, T):
+        k, M = len(w), np.zeros((T, T))
+        for i in range(T):
+            start = min(max(i - k // 2, 0), max(T - k, 0))
+            for j in range(k):
+                if start + j < T:
+                    M[i, start + j] = w[j]
+        return M
+
+    assert not check_conv_mixing_matrix(clipped)

@@ -148,3 +148,50 @@ def test_capstone_parts_not_attempted_read_as_not_attempted():
 
     verdict = check_my_mha({**PARTS, "my_softmax": stub})
     assert not verdict and not verdict.attempted and "not attempted yet" in verdict.message
+
+
+# --- positions in a left-padded batch -------------------------------------------------------------------------
+
+from attnbook.exercises.ch11 import check_left_padded_positions  # noqa: E402
+
+
+def positions_by_formula(lengths, T, d_model):
+    # the encodings written out from the formula, place by place, without the chapter's table
+    out = np.zeros((len(lengths), T, d_model))
+    for b, n in enumerate(lengths):
+        for place in range(T - n, T):
+            pos = place - (T - n)
+            for i in range(d_model // 2):
+                angle = pos * 10000.0 ** (-2 * i / d_model)
+                out[b, place, 2 * i], out[b, place, 2 * i + 1] = np.sin(angle), np.cos(angle)
+    return out
+
+
+def test_left_padded_positions_from_the_formula_passes_and_match_each_sequence_alone():
+    assert check_left_padded_positions(positions_by_formula)
+    batch = positions_by_formula(np.array([2, 5]), 5, 8)
+    np.testing.assert_allclose(batch[0, 3:], an.sinusoidal_encoding(2, 8), atol=1e-12)  # as it would be alone
+    assert not batch[0, :3].any()
+
+
+def test_left_padded_positions_with_a_negative_slice_fail_on_an_empty_sequence():
+    # out[b, -n:] is the whole row when n = 0: right for every sequence with a token, an error for an empty one
+    def negative_slice(lengths, T, d_model):
+        table = an.sinusoidal_encoding(T, d_model)
+        out = np.zeros((len(lengths), T, d_model))
+        for b, n in enumerate(lengths):
+            out[b, -n:] = table[:n]
+        return out
+
+    verdict = check_left_padded_positions(negative_slice)
+    assert not verdict and "one empty sequence" in verdict.message, verdict.message
+
+
+def test_left_padded_positions_counted_along_the_row_fail_with_their_hint():
+    def along_the_row(lengths, T, d_model):  # the chapter's pe[:T] for every row, the padding zeroed
+        table = an.sinusoidal_encoding(T, d_model)
+        keep = np.arange(T)[None, :] >= T - np.asarray(lengths)[:, None]
+        return table[None] * keep[..., None]
+
+    verdict = check_left_padded_positions(along_the_row)
+    assert not verdict and "from its own first real token" in verdict.message, verdict.message

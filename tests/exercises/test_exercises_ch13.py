@@ -127,3 +127,48 @@ def test_a_post_norm_block_is_named():
 
     verdict = check_pre_norm_block(post_norm)
     assert not verdict and "post-norm" in verdict.message
+
+
+# --- the gradient of an embedding lookup -----------------------------------------------------------------------
+
+from attnbook.exercises.ch13 import check_embedding_grad  # noqa: E402
+
+
+def test_embedding_grad_by_index_add_passes_and_matches_autograd():
+    def by_index_add(ids, G, V):
+        grad = torch.zeros(V, G.shape[-1], dtype=G.dtype)
+        return grad.index_add(0, ids.reshape(-1), G.reshape(-1, G.shape[-1]))
+
+    assert check_embedding_grad(by_index_add)
+    E = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    ids, G = torch.tensor([[1, 4, 1], [0, 1, 5]]), torch.randn(2, 3, 3, dtype=torch.float64)
+    F.embedding(ids, E).backward(G)
+    torch.testing.assert_close(by_index_add(ids, G, 6), E.grad)
+
+
+def test_embedding_grad_through_autograd_is_refused_by_name():
+    def through_autograd(ids, G, V):
+        E = torch.zeros(V, G.shape[-1], dtype=G.dtype, requires_grad=True)
+        F.embedding(ids, E).backward(G)
+        return E.grad
+
+    verdict = check_embedding_grad(through_autograd)
+    assert not verdict and "torch.autograd.backward" in verdict.message
+
+
+@pytest.mark.parametrize("wrong, words", [
+    # the learner's likeliest slip: an assignment through the ids, which keeps one row of a repeated token
+    (lambda ids, G, V: torch.zeros(V, G.shape[-1], dtype=G.dtype).index_put((ids.reshape(-1),),
+                                                                            G.reshape(-1, G.shape[-1])),
+     "sum of the gradients"),
+    # the one-hot product of the first sequence only
+    (lambda ids, G, V: F.one_hot(ids[0], V).to(G.dtype).T @ G[0], "all B sequences add up"),
+])
+def test_embedding_grad_mistakes_fail_with_their_hint(wrong, words):
+    verdict = check_embedding_grad(wrong)
+    assert not verdict and words in verdict.message, verdict.message
+
+
+def test_embedding_grad_in_the_transposed_layout_fails():
+    verdict = check_embedding_grad(lambda ids, G, V: torch.einsum("btv,btd->dv", F.one_hot(ids, V).to(G.dtype), G))
+    assert not verdict and "shape" in verdict.message, verdict.message

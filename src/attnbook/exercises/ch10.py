@@ -71,3 +71,59 @@ check_dilated_causal_conv = Checker(
     ),
     forbidden=(conv1d_as_attention, offset_attention_weights, "torch.nn.functional.conv1d", np.convolve, np.correlate),
 )
+
+
+# --- a convolution as one token-mixing matrix ----------------------------------------------------------------
+
+
+def _mixing_matrix(w: np.ndarray, T: int) -> np.ndarray:
+    # Column t is the convolution of the signal that is 1 at token t and 0 elsewhere: the package's convolution,
+    # one channel in and out, read off on the basis vectors.
+    one_hots = np.eye(T)
+    return np.stack([conv1d_as_attention(one_hots[:, [t]], w[None, None, :])[:, 0] for t in range(T)], axis=1)
+
+
+def _mixing_cases() -> list[Case]:
+    g = np.random.default_rng(1001)
+    fixed = [Case("w=[1, 2, 3], T=5", (np.array([1.0, 2.0, 3.0]), 5)),
+             Case("w=[0.5], T=3 (one tap)", (np.array([0.5]), 3))]
+    drawn = [Case(f"random w of {k} taps, T={T}" + (" (the kernel longer than the sequence)" if k > T else ""),
+                  (g.normal(size=k), T)) for k, T in ((5, 8), (3, 10), (7, 4))]
+    return fixed + drawn
+
+
+def _by_offsets(w: np.ndarray, T: int, offsets: list[int]) -> np.ndarray:
+    # The mistakes' own weighted shifted identities: the package's are forbidden to answers.
+    return sum(w_j * np.eye(T, k=o) for w_j, o in zip(w, offsets, strict=True))
+
+
+def _flipped(w, T):  # also the transpose of the right matrix: np.convolve's reading of the kernel
+    return _by_offsets(w, T, [len(w) // 2 - j for j in range(len(w))])
+
+
+def _window_from_i(w, T):
+    return _by_offsets(w, T, list(range(len(w))))
+
+
+def _wraps_round(w, T):
+    return sum(w_j * np.roll(np.eye(T), j - len(w) // 2, axis=1) for j, w_j in enumerate(w))
+
+
+check_conv_mixing_matrix = Checker(
+    name="conv_mixing_matrix",
+    doc="Check ``fn(w, T) -> (T, T)``: the token-mixing matrix ``M`` of a one-channel convolution with the kernel "
+        "``w`` (``k`` taps, ``k`` odd) and zero padding ``k // 2``: ``M @ x`` equals torch's ``conv1d`` of the "
+        "signal ``x`` of ``T`` tokens with ``padding=k // 2``.",
+    reference=_mixing_matrix,
+    cases=_mixing_cases(),
+    mistakes=(
+        Mistake(_flipped, "conv1d does not flip the kernel: w[0] weighs the first token of output i's window, "
+                          "k // 2 places before i, and row i of M holds output i's weights, so w[0] sits left of the "
+                          "diagonal."),
+        Mistake(_window_from_i, "padding k // 2 on both sides centres the window on the output's own token: the "
+                                "middle tap w[k // 2] weighs token i, on the diagonal."),
+        Mistake(_wraps_round, "zero padding reads zeros beyond the ends of the sequence: the first and last rows "
+                              "lose the taps that fall outside, rather than reading tokens from the other end."),
+    ),
+    forbidden=(conv1d_as_attention, offset_attention_weights, "torch.nn.functional.conv1d", np.convolve, np.correlate),
+)

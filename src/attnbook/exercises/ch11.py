@@ -11,6 +11,84 @@ from attnbook.exercises._capstone import PartsChecker
 from attnbook.exercises._harness import Case, Checker, Mistake
 from attnbook.numpy import relative_position_map, sinusoidal_encoding, sinusoidal_frequencies
 
+# --- the positions of a left-padded batch ------------------------------------------------------------------
+
+
+def _left_padded_positions(lengths: np.ndarray, T: int, d_model: int) -> np.ndarray:
+    """Each sequence's encodings as it would get them alone, placed at the end of its row; zeros on the padding."""
+    table = sinusoidal_encoding(T, d_model)  # (T, d_model): positions 0 .. T - 1
+    out = np.zeros((len(lengths), T, d_model))
+    for b, n in enumerate(lengths):
+        out[b, T - n:] = table[:n]
+    return out
+
+
+def _padded_cases() -> list[Case]:
+    g = np.random.default_rng(1103)
+    fixed = [((3, 1), 3, 4), ((5, 2, 4), 5, 8), ((4, 4), 4, 6), ((0, 3, 2), 3, 4)]
+    cases = [Case(f"lengths {lengths}, T={T}, d_model={d}" + (", one empty sequence" if 0 in lengths else ""),
+                  (np.array(lengths), T, d)) for lengths, T, d in fixed]
+    lengths = g.integers(1, 8, size=4)
+    cases.append(Case(f"lengths {tuple(int(n) for n in lengths)}, T=7, d_model=16", (lengths, 7, 16)))
+    return cases
+
+
+def _places(lengths, T):
+    """(B, T): each place's position counted from its sequence's first real token, negative on the padding."""
+    return np.arange(T)[None, :] - (T - np.asarray(lengths))[:, None]
+
+
+def _encode(positions, d_model):
+    angles = positions[..., None] * _frequencies(d_model)  # (..., d_model / 2)
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(*positions.shape, d_model)
+
+
+def _counted_along_the_row(lengths, T, d_model):
+    pos = np.broadcast_to(np.arange(T), (len(lengths), T))
+    return _encode(pos, d_model) * (_places(lengths, T) >= 0)[..., None]
+
+
+def _every_place_encoded(lengths, T, d_model):
+    return _encode(np.broadcast_to(np.arange(T), (len(lengths), T)), d_model)
+
+
+def _padded_on_the_right(lengths, T, d_model):
+    pos = np.broadcast_to(np.arange(T), (len(lengths), T))
+    return _encode(pos, d_model) * (pos < np.asarray(lengths)[:, None])[..., None]
+
+
+def _counted_from_one(lengths, T, d_model):
+    places = _places(lengths, T)
+    return _encode(places + 1, d_model) * (places >= 0)[..., None]
+
+
+def _padding_encoded(lengths, T, d_model):
+    return _encode(_places(lengths, T), d_model)
+
+
+check_left_padded_positions = Checker(
+    name="left_padded_positions",
+    allowed=(sinusoidal_encoding, sinusoidal_frequencies),
+    doc="Check ``fn(lengths, T, d_model) -> (B, T, d_model)``: the sinusoidal position vectors to add to a batch "
+        "of ``B`` sequences padded on the left to ``T`` places, sequence ``b``'s ``lengths[b]`` real tokens at the "
+        "end of its row: each real token gets the encoding it has in its sequence alone, each padding place zeros.",
+    reference=_left_padded_positions,
+    cases=_padded_cases(),
+    mistakes=(
+        Mistake(_counted_along_the_row, "a sequence's first real token is its position 0 wherever the padding "
+                "puts it: count each sequence's positions from its own first real token, not from the row's start."),
+        Mistake(_every_place_encoded, "the padding comes first in each row: a sequence's first real token, at place "
+                "T - lengths[b], is its position 0, and the padding places get zeros."),
+        Mistake(_padded_on_the_right, "left padding puts the padding first: a sequence's real tokens fill the last "
+                "lengths[b] places of its row."),
+        Mistake(_counted_from_one, "positions count from 0: a sequence's first real token gets PE(0) = "
+                "(0, 1, 0, 1, ...)."),
+        Mistake(_padding_encoded, "the padding places are no token: they get rows of zeros, not the encodings of "
+                "negative positions."),
+    ),
+)
+
+
 # --- a position back from its printed encoding -------------------------------------------------------------
 
 _DECIMALS = 4  # as the chapter prints its tables

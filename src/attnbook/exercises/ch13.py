@@ -15,8 +15,72 @@ from attnbook.exercises._modules import (
     causal_mask,
     lengths_mask,
 )
-from attnbook.torch import EncoderBlock, LayerNorm, layer_norm
+from attnbook.torch import EncoderBlock, LayerNorm, TokenEmbedding, layer_norm
 from attnbook.torch.attention import scaled_dot_product_attention
+
+# --- the gradient of an embedding lookup -------------------------------------------------------------------
+
+
+def _embedding_grad(ids: torch.Tensor, G: torch.Tensor, V: int) -> torch.Tensor:
+    """Autograd through the package's ``TokenEmbedding``: the gradient reaching ``E`` when the looked-up vectors
+    receive ``G``."""
+    with torch.random.fork_rng():  # the module's random start would move the caller's generator
+        embed = TokenEmbedding(V, G.shape[-1]).to(G.dtype)
+    embed(ids).backward(G)
+    return embed.E.grad
+
+
+def _grad_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(1305)
+    f64 = torch.float64
+    cases = [Case("ids [[2, 0, 2]] (token 2 twice, token 1 never), V=3, G [[[1, 1], [2, 2], [1, -1]]]",
+                  (torch.tensor([[2, 0, 2]]), torch.tensor([[[1.0, 1.0], [2.0, 2.0], [1.0, -1.0]]], dtype=f64), 3))]
+    for B, T, V, d in ((2, 4, 5, 3), (3, 6, 10, 4), (1, 8, 4, 2)):
+        ids = torch.randint(0, V, (B, T), generator=g)
+        ids[-1, 0] = ids[0, -1]  # one token in two sequences of the batch
+        cases.append(Case(f"random ids (B={B}, T={T}) of V={V} tokens, one shared by two sequences, random G "
+                          f"(d_model={d})", (ids, torch.randn(B, T, d, generator=g, dtype=f64), V)))
+    return cases
+
+
+def _one_hots(ids, V, dtype):
+    return (ids[..., None] == torch.arange(V)).to(dtype)  # (B, T, V)
+
+
+def _assigned(ids, G, V):
+    grad = torch.zeros(V, G.shape[-1], dtype=G.dtype)
+    grad[ids.reshape(-1)] = G.reshape(-1, G.shape[-1])  # a repeated id keeps one of its rows
+    return grad
+
+
+def _averaged(ids, G, V):
+    hot = _one_hots(ids, V, G.dtype).reshape(-1, V)
+    return (hot.T @ G.reshape(-1, G.shape[-1])) / hot.sum(0).clamp(min=1)[:, None]
+
+
+def _first_sequence(ids, G, V):
+    return _one_hots(ids[0], V, G.dtype).T @ G[0]
+
+
+check_embedding_grad = Checker(
+    name="embedding_grad",
+    doc="Check ``fn(ids, G, V) -> (V, d_model)``: the gradient of a loss with respect to the embedding matrix "
+        "``E`` ``(V, d_model)`` of a lookup ``E[ids]``, ``ids`` ``(B, T)``, given ``G`` ``(B, T, d_model)``, the "
+        "loss's gradient with respect to the looked-up vectors.",
+    reference=_embedding_grad,
+    cases=_grad_cases(),
+    mistakes=(
+        Mistake(_assigned, "a token that appears several times receives the sum of the gradients of all its "
+                "places: an assignment grad[ids] = G keeps only one of them."),
+        Mistake(_averaged, "each place where a token appears adds its own term to the loss, so its gradients add "
+                "up: sum them, do not average them."),
+        Mistake(_first_sequence, "every sequence of the batch looks up rows of the same E: the gradients of all B "
+                "sequences add up in it."),
+    ),
+    forbidden=("torch.autograd.grad", "torch.autograd.backward", "torch.ops.aten.embedding_dense_backward",
+               "torch.ops.aten.embedding_backward"),
+)
+
 
 # --- layer norm per group of features, in a channels-first array ----------------------------------------------
 
