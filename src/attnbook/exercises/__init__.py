@@ -18,8 +18,8 @@ from attnbook.exercises.ch06 import check_correlated_scale, check_temperature_gr
 from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated_mask
 from attnbook.exercises.ch08 import check_cache_causal_mask, check_padded_attention
 from attnbook.exercises.ch09 import check_head_circuits, check_mha_parameters
-from attnbook.exercises.ch10 import check_dilated_causal_conv
-from attnbook.exercises.ch11 import check_my_mha, check_offset_between, check_position_from_encoding
+from attnbook.exercises.ch10 import check_conv_mixing_matrix, check_dilated_causal_conv
+from attnbook.exercises.ch11 import check_left_padded_positions, check_my_mha, check_offset_between, check_position_from_encoding
 from attnbook.exercises.ch21 import check_rebase_rotary, check_ring_cache_mask
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
@@ -28,6 +28,7 @@ _NEED_TORCH = {
     "check_mha_float_mask": "ch12",
     "check_multi_query_attention": "ch12",
     "check_smoothed_ce_grad": "ch12",
+    "check_embedding_grad": "ch13",
     "check_encoder_classifier": "ch13",
     "check_group_norm_columns": "ch13",
     "check_parallel_block": "ch13",
@@ -85,11 +86,13 @@ __all__ = [
     "check_blockwise_attention",
     "check_cache_causal_mask",
     "check_combined_row_weight",
+    "check_conv_mixing_matrix",
     "check_correlated_scale",
     "check_cross_attention_block",
     "check_cross_attention_grads",
     "check_dilated_causal_conv",
     "check_dilated_mask",
+    "check_embedding_grad",
     "check_encode_with_heap",
     "check_encoder_classifier",
     "check_gated_cross_block",
@@ -102,6 +105,7 @@ __all__ = [
     "check_induction_targets_by_hand",
     "check_influence_by_rows",
     "check_learn_merges_incremental",
+    "check_left_padded_positions",
     "check_llama_block_step",
     "check_log_softmax_rows",
     "check_longest_context",
