@@ -201,6 +201,17 @@ def test_the_tiled_backward_must_take_d_from_the_output():
     _wrong(verdict, "never reads O", "D = rowsum(dO * O)")
 
 
+def test_a_first_pass_for_d_is_refused_even_when_the_answer_reads_o():
+    from attnbook.exercises import check_tiled_backward
+
+    def first_pass_reading_o(Q, K, V, O, dO, lse, block):  # noqa: E741
+        # D summed over the tiles of P, and O read only for the shape of dV: right values on every true output
+        dQ, dK, dV = _tiled_backward(Q, K, V, O, dO, lse, block, d_from_first_pass=True)
+        return dQ, dK, np.zeros_like(O) + dV
+
+    _wrong(check_tiled_backward(first_pass_reading_o), "did not change when O did", "extra pass over the tiles")
+
+
 def test_a_softmax_vjp_through_every_rows_jacobian_is_refused_for_its_memory():
     from attnbook.exercises import check_softmax_vjp
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict, _resolve
+from attnbook.exercises._harness import Case, Checker, Mistake, Outcome, Verdict, _guarded_compare, _resolve
 from attnbook.numpy import flash_attention_backward, scaled_dot_product_attention, tiled_attention
 from attnbook.torch import flash_attention_backward as torch_flash_attention_backward
 
@@ -351,15 +351,21 @@ def _tiled_backward(Q, K, V, O, dO, lse, block):  # noqa: E741 (the papers' name
     return flash_attention_backward(Q, K, V, O, dO, lse, block_q=block, block_k=block)
 
 
-def _tiles_backward(Q, K, V, O, dO, lse, block, *, use_D=True, scale=None):  # noqa: E741
-    """The tiled loop with a switch for each mistake: D left out, or the wrong scale."""
+def _tiles_backward(Q, K, V, O, dO, lse, block, *, use_D=True, scale=None, per_tile=False):  # noqa: E741
+    """The tiled loop with a switch for each mistake: D left out, the wrong scale, or each tile's weights
+    normalised over the tile's own keys (``per_tile``) instead of the whole row's."""
     scale = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     D = (dO * O).sum(-1) if use_D else np.zeros(len(Q))
     dQ, dK, dV = np.zeros_like(Q), np.zeros_like(K), np.zeros_like(V)
     for k0 in range(0, len(K), block):
         Kb, Vb = K[k0:k0 + block], V[k0:k0 + block]
         for q0 in range(0, len(Q), block):
-            P = np.exp(Q[q0:q0 + block] @ Kb.T * scale - lse[q0:q0 + block, None])
+            S = Q[q0:q0 + block] @ Kb.T * scale
+            if per_tile:  # a softmax over the tile alone: its weights sum to 1 within the tile
+                P = np.exp(S - S.max(axis=1, keepdims=True))
+                P /= P.sum(axis=1, keepdims=True)
+            else:
+                P = np.exp(S - lse[q0:q0 + block, None])
             dV[k0:k0 + block] += P.T @ dO[q0:q0 + block]
             dS = P * (dO[q0:q0 + block] @ Vb.T - D[q0:q0 + block, None])
             dQ[q0:q0 + block] += dS @ Kb * scale
@@ -374,6 +380,10 @@ def _forgot_D(Q, K, V, O, dO, lse, block):  # noqa: E741
 def _scale_once_more(Q, K, V, O, dO, lse, block):  # noqa: E741
     dQ, dK, dV = _tiles_backward(Q, K, V, O, dO, lse, block)
     return dQ / math.sqrt(Q.shape[-1]), dK / math.sqrt(Q.shape[-1]), dV  # the scale applied twice
+
+
+def _softmax_per_tile(Q, K, V, O, dO, lse, block):  # noqa: E741
+    return _tiles_backward(Q, K, V, O, dO, lse, block, per_tile=True)
 
 
 def _full_P(Q, K, V, O, dO, lse, block):  # noqa: E741
@@ -420,6 +430,13 @@ class _ReadFlag(np.ndarray):
         return self.view(np.ndarray) if dtype is None else self.view(np.ndarray).astype(dtype)
 
 
+TILE_SOFTMAX_HINT = ("each tile's weights were normalised over that tile's keys alone, as if the tile were the "
+                     "whole row: a weight is exp(S - lse), with lse the log of the sum over every key of the row, "
+                     "so that a row's weights sum to 1 across all of its tiles, not within each.")
+D_FOLLOWS_O_HINT = ("the values are right, but the gradients did not change when O did: with an O that is not P V "
+                    "(O doubled) they must follow D = rowsum(dO * O) of the O given. An answer that finds D by an "
+                    "extra pass over the tiles of P gives the same values on every true output; the exercise asks "
+                    "for D from O, before the loop, without that pass.")
 D_HINT = ("the values are right, but it never reads O: D = rowsum(dO * O), from the output and its gradient, is the "
           "softmax's correction for each row, with no extra pass over the tiles of P to find it.")
 
@@ -445,6 +462,18 @@ class _TiledChecker(Checker):
                 return Verdict(False, f"{self.name}: {problem.text}", outcome=problem.outcome)
             if not tracked.seen[0]:
                 return Verdict(False, f"{self.name}: {D_HINT} (input: {self.cases[0].label})")
+            # reading O is not enough (np.zeros_like(O) reads it): the gradients must follow it. With O
+            # doubled, D = rowsum(dO * O) doubles, and an answer that sums D over the tiles of P does not see it
+            moved = list(copy.deepcopy(self.cases[0].args))
+            moved[3] = 2 * np.asarray(moved[3])
+            label = f"{self.cases[0].label}, O doubled"
+            expected = self.reference(*copy.deepcopy(moved))
+            got, problem = self._run(fn, tuple(moved), label, _resolve(self.forbidden))
+            if problem is not None:
+                return Verdict(False, f"{self.name}: {problem.text}", outcome=problem.outcome)
+            if _guarded_compare(expected, got, self.atol, self.rtol) is not None:
+                return Verdict(False, f"{self.name}: {D_FOLLOWS_O_HINT} (input: {label})",
+                               outcome=Outcome.WRONG_VALUE)
         Q, K, V, O, dO, lse, block = copy.deepcopy(self.big_case.args)  # noqa: E741
         allowed = 8 * len(Q) * len(K) // 2  # half a (T, T) matrix of float64 weights: far above the gradients
         was_tracing = tracemalloc.is_tracing()
@@ -477,6 +506,7 @@ check_tiled_backward = _TiledChecker(
     mistakes=(
         Mistake(_forgot_D, "the softmax's backward subtracts D = rowsum(dO * O) from dP before multiplying by P."),
         Mistake(_scale_once_more, "the scores are Q K^T / sqrt(d): dQ and dK carry that factor once, not twice."),
+        Mistake(_softmax_per_tile, TILE_SOFTMAX_HINT),
         Mistake(_full_P, FULL_P_HINT),
     ),
     atol=1e-10,
