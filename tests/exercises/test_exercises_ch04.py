@@ -103,3 +103,24 @@ def test_takeover_factor_by_cosine_is_refused():
 
     verdict = check_takeover_factor(by_cosine)
     assert not verdict and "wrong value" in verdict.message
+
+
+def test_takeover_factor_that_lets_a_perpendicular_key_win_is_refused():
+    # x_i . x_j = 0: stretching x_j leaves its score at 0, below query i's score on itself, so no factor
+    # makes key j the favourite. A search that rules out only negative scores returns the top of its range.
+    def search_from_negative_only(X, i, j):
+        if X[i] @ X[j] < 0:
+            return float("inf")
+        lo, hi = 0.0, 64.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            Xs = X.copy()
+            Xs[j] *= mid
+            lo, hi = (lo, mid) if int(np.argmax(Xs @ Xs[i])) == j else (mid, hi)
+        return hi
+
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0]])
+    assert X[0] @ X[1] == 0 and check_takeover_factor.reference(X, 0, 1) == float("inf")
+    assert search_from_negative_only(X, 0, 1) == 64.0
+    verdict = check_takeover_factor(search_from_negative_only)
+    assert not verdict and "wrong value" in verdict.message and "x_0 . x_1 = 0" in verdict.message

@@ -86,6 +86,8 @@ def _takeover_cases() -> list[Case]:
         Case("the chapter's sentence, query 'crown' (1), key 'queen' (0)", (X, 1, 0)),
         Case("X=[[1, 0], [-1, 1], [2, 1]], query 0, key 1 (x_0 . x_1 < 0)",
              (np.array([[1.0, 0.0], [-1.0, 1.0], [2.0, 1.0]]), 0, 1)),
+        Case("X=[[1, 0], [0, 1], [2, 1]], query 0, key 1 (x_0 . x_1 = 0)",
+             (np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0]]), 0, 1)),
     ]
     for T, d in ((6, 4), (9, 8)):
         Xr = rng.normal(size=(T, d))
