@@ -42,7 +42,7 @@ def softmax(x: ArrayLike, axis: int = -1, temperature: float = 1.0) -> np.ndarra
 
 
 def softmax_jacobian(p: ArrayLike) -> np.ndarray:
-    """Jacobian of the softmax at the point where it outputs ``p``: ``diag(p) - p p^T``.
+    """Jacobian of the softmax at the point where it outputs ``p``: ``diag(p) - p^T p`` for a row ``p``.
 
     Entry ``(i, j)`` is ``d softmax(s)_i / d s_j``. Shapes: ``p`` ``(n,)``, a probability vector;
     the result is ``(n, n)``. It vanishes as ``p`` becomes one-hot, which is why saturated

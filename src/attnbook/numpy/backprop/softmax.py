@@ -10,8 +10,8 @@ from attnbook._validate import require_same_shape
 def softmax_backward(dp: np.ndarray, p: np.ndarray, axis: int = -1) -> np.ndarray:
     """Gradient with respect to the scores ``s`` of ``p = softmax(s)``, given ``dp = dL/dp``.
 
-    The Jacobian is ``diag(p) - p p^T`` (chapter 6), and it is symmetric, so
-    ``ds = (diag(p) - p p^T) dp = p * (dp - (dp . p))``: O(n) work per slice instead of O(n^2), and no
+    For a row ``p`` the Jacobian is ``diag(p) - p^T p`` (chapter 6), and it is symmetric, so
+    ``ds = dp (diag(p) - p^T p) = p * (dp - (dp . p))``: O(n) work per slice instead of O(n^2), and no
     ``n x n`` matrix. Shapes: ``dp`` and ``p`` alike, any shape; the softmax ran along ``axis``.
     Entries where ``p`` is 0 (masked scores) get gradient 0.
     """
