@@ -468,6 +468,10 @@ def _first_disagreement(fn, case: Case, call) -> str | None:
                 "block, before the output layer." if key == "ln_f" else
                 f"Your `{module}` did not run in the forward pass (where GPT-2's {key} does).")
     sentence = _describe_key(key)
+    if key.endswith(".ln_1"):
+        swapped = _block_loaded_from(key, got[key], expected, sd, sizes["n_layers"])
+        if swapped is not None:
+            return swapped
     if key.endswith(".attn"):
         for undo, mistake in _MAPPING_STEPS:
             repaired = copy.deepcopy(sd)
@@ -482,6 +486,20 @@ def _first_disagreement(fn, case: Case, call) -> str | None:
             return (f"{sentence} Changing only the last token changes your logits at earlier positions: each "
                     "position may attend only to itself and the positions before it (the causal mask).")
     return sentence
+
+
+def _block_loaded_from(key: str, got: Any, expected: dict, sd: dict, n_layers: int) -> str | None:
+    """When block i's first norm computes what GPT-2's block j's (j != i) would on block i's input: the sentence
+    saying that the blocks were loaded in the wrong order."""
+    i = int(key.split(".")[0].removeprefix("block"))
+    x = (expected["embeddings"] if i == 0 else expected[f"block{i - 1}.out"]).double()
+    for j in range(n_layers):
+        weight, bias = (sd[f"transformer.h.{j}.ln_1.{w}"].double() for w in ("weight", "bias"))
+        if j != i and _agree(got, F.layer_norm(x, x.shape[-1:], weight, bias, 1e-5)):
+            return (f"The first part that disagrees is block {i}, and it holds the weights of GPT-2's h.{j}: the "
+                    f"blocks are loaded in the wrong order. Keys sorted as text put h.10 before h.2; copy h.{i} "
+                    f"into block {i}, taking the block number from the key as an integer.")
+    return None
 
 
 def _greedy(fn, case: Case, call) -> str | None:
