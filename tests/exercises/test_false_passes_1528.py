@@ -56,3 +56,72 @@ def test_a_ceiling_from_the_keys_given_weight_is_refused():
 
     assert check_normalised_entropy(right)
     _wrong(check_normalised_entropy(nonzero), "exactly 0", "ln(t + 1)", outcome=Outcome.WRONG_VALUE)
+
+
+# --- chapter 25 -------------------------------------------------------------------------------------------
+
+def test_the_polar_iteration_through_a_pseudo_inverse_is_refused_as_an_svd():
+    from attnbook.exercises import check_polar_from_gram
+
+    def newton_polar(G):  # X <- (X + X^-T) / 2 converges to U V^T, with pinv's SVD inside
+        X = G / torch.linalg.matrix_norm(G)
+        for _ in range(60):
+            X = (X + torch.linalg.pinv(X).mT) / 2
+        return X
+
+    def by_eigh(G):
+        wide = G.shape[0] < G.shape[1]
+        M = G.T if wide else G
+        w, V = torch.linalg.eigh(M.T @ M)
+        P = M @ V @ torch.diag(w**-0.5) @ V.T
+        return P.T if wide else P
+
+    assert check_polar_from_gram(by_eigh)
+    verdict = check_polar_from_gram(newton_polar)
+    assert not verdict and verdict.outcome is Outcome.REFUSED, verdict.message
+    assert "pinv" in verdict.message and "singular value decomposition" in verdict.message, verdict.message
+
+
+def test_the_cost_answer_is_watched_and_its_messages_give_no_direction():
+    import attnbook.exercises.ch25 as ch25
+    from attnbook.exercises.ch25 import check_muon_cost
+
+    ns, training, batch = 3.0e9, 2.0e10, 12
+    windows, width = ch25._smallest_windows(ns, training, batch), ch25._smallest_width(batch)
+    assert check_muon_cost(lambda: (windows, width), ns, training, batch)
+    verdict = check_muon_cost(lambda: (ch25._smallest_windows(ns, training, batch), ch25._smallest_width(batch)),
+                              ns, training, batch)
+    assert not verdict and verdict.outcome is Outcome.REFUSED and "_smallest_windows" in verdict.message
+    verdict = check_muon_cost(lambda: (check_muon_cost(lambda: (1, 8), ns, training, batch) and 1, 8),
+                              ns, training, batch)
+    assert not verdict and verdict.outcome is Outcome.REFUSED and "check_muon_cost" in verdict.message
+    # a wrong batch is told its side, never the share it gives, from which the answer follows in one step
+    verdict = check_muon_cost(lambda: (1, width), ns, training, batch)
+    assert not verdict and "more than 10%" in verdict.message and "%)" not in verdict.message, verdict.message
+    assert not any(ch.isdigit() for ch in verdict.message.split("adds")[1].split("%")[0].replace("10", ""))
+
+
+# --- chapter 28 -------------------------------------------------------------------------------------------
+
+def test_a_table_sized_by_chapter_17s_vocabulary_is_refused():
+    from attnbook.exercises import check_induction_targets_by_hand
+
+    def by_table(ids):
+        latest = torch.full((65,), -1)  # chapter 17's 65 characters
+        targets = []
+        for t, token in enumerate(ids.tolist()):
+            targets.append(int(latest[token]))
+            latest[token] = t + 1
+        return torch.tensor(targets)
+
+    def by_dict(ids):
+        latest, targets = {}, []
+        for t, token in enumerate(ids.tolist()):
+            targets.append(latest.get(token, -1))
+            latest[token] = t + 1
+        return torch.tensor(targets)
+
+    assert check_induction_targets_by_hand(by_dict)
+    verdict = check_induction_targets_by_hand(by_table)
+    assert not verdict and verdict.outcome is Outcome.ERROR, verdict.message
+    assert "50,000" in verdict.message and "beyond the chapter's vocabulary" in verdict.message, verdict.message
