@@ -40,6 +40,35 @@ def test_blocks_loaded_in_string_order_are_named_as_such():
            "loaded in the wrong order")
 
 
+def _count(V, block_size, d, n_layers, d_ff, tied, norms_per_block=2):
+    block = 4 * (d * d + d) + (d * d_ff + d_ff) + (d_ff * d + d) + norms_per_block * 2 * d
+    return n_layers * block + V * d + block_size * d + 2 * d + (0 if tied else d * V)
+
+
+def test_a_count_that_builds_modules_is_refused():
+    from torch import nn
+
+    from attnbook.exercises import check_gpt_parameters
+
+    def by_modules(V, block_size, d, n_layers, d_ff, tied):
+        layers = [nn.Linear(d, d) for _ in range(4)] + [nn.Linear(d, d_ff), nn.Linear(d_ff, d)]
+        layers += [nn.LayerNorm(d), nn.LayerNorm(d)]
+        block = sum(p.numel() for m in layers for p in m.parameters())
+        return n_layers * block + V * d + block_size * d + 2 * d + (0 if tied else d * V)
+
+    assert check_gpt_parameters(_count)
+    verdict = check_gpt_parameters(by_modules)
+    assert not verdict and verdict.outcome is Outcome.REFUSED, verdict.message
+    assert "Module.__init__" in verdict.message and "without building a model" in verdict.message
+
+
+def test_a_count_with_one_norm_per_block_gets_its_hint():
+    from attnbook.exercises import check_gpt_parameters
+
+    verdict = check_gpt_parameters(lambda *args: _count(*args, norms_per_block=1))
+    _wrong(verdict, "each block has two layer norms", outcome=Outcome.WRONG_VALUE)
+
+
 # --- chapter 18 -------------------------------------------------------------------------------------------
 
 def _entropies(w):

@@ -190,7 +190,23 @@ def _no_final_norm(V, block_size, d_model, n_layers, d_ff, tied):
     return _gpt_params(V, block_size, d_model, n_layers, d_ff, tied) - 2 * d_model
 
 
-check_gpt_parameters = Checker(
+def _one_norm_per_block(V, block_size, d_model, n_layers, d_ff, tied):
+    return _gpt_params(V, block_size, d_model, n_layers, d_ff, tied) - 2 * d_model * n_layers
+
+
+class _CountChecker(Checker):
+    """The count's checker: a refused module construction says why it is refused."""
+
+    def _run(self, fn, args, label, forbidden):
+        got, problem = super()._run(fn, args, label, forbidden)
+        if problem is not None and problem.outcome is Outcome.REFUSED and "Module.__init__`" in problem.text:
+            problem = problem.extended("It builds a torch module: the exercise asks for the count without building "
+                                       "a model, from the shapes of its weights, so that no layer is counted "
+                                       "because it exists rather than because you derived it.")
+        return got, problem
+
+
+check_gpt_parameters = _CountChecker(
     name="gpt_parameters",
     doc="Check ``fn(V, block_size, d_model, n_layers, d_ff, tied) -> int``: the parameters of the package's "
         "GPT with a feed-forward width ``d_ff`` and tied (``True``) or untied (``False``) output layer.",
@@ -205,8 +221,12 @@ check_gpt_parameters = Checker(
         Mistake(_head_with_bias, "the package's untied output layer is a matrix without a bias."),
         Mistake(_always_tied, "untied, the output layer is a d_model x V matrix of its own, besides the token table."),
         Mistake(_no_final_norm, "add the final layer norm before the output layer: 2 d_model."),
+        Mistake(_one_norm_per_block, "each block has two layer norms, one before attention and one before the "
+                "feed-forward network, with a scale and a shift of d_model each: 4 d_model per block."),
     ),
-    forbidden=(GPT.__init__, GPT.n_params),  # building the model and counting it is the chapter's check, not a count
+    # Building the model and counting it is the chapter's check, not a count: the package's GPT and any torch
+    # module (an nn.Linear whose numel() is summed) are refused.
+    forbidden=(GPT.__init__, GPT.n_params, "torch.nn.Module.__init__"),
 )
 
 
