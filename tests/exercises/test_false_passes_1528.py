@@ -154,3 +154,60 @@ def test_a_table_sized_by_chapter_17s_vocabulary_is_refused():
     verdict = check_induction_targets_by_hand(by_table)
     assert not verdict and verdict.outcome is Outcome.ERROR, verdict.message
     assert "50,000" in verdict.message and "beyond the chapter's vocabulary" in verdict.message, verdict.message
+
+
+# --- chapter 17 -------------------------------------------------------------------------------------------
+
+def test_one_key_too_many_per_cached_step_is_named():
+    from attnbook.exercises import check_attention_scores
+
+    def scores(p, n, use_cache, extra=0):
+        if not use_cache:
+            return sum((p + s) * (p + s + 1) // 2 for s in range(n))
+        return p * (p + 1) // 2 + sum(p + s + extra for s in range(1, n))
+
+    assert check_attention_scores(scores)
+    verdict = check_attention_scores(lambda p, n, c: scores(p, n, c, extra=1))  # p + s + 1 keys
+    _wrong(verdict, "not p + s + 1", outcome=Outcome.WRONG_VALUE)
+    assert "L squared" not in verdict.message
+
+
+def test_adding_one_to_the_bigram_denominators_is_named():
+    from attnbook.exercises import check_bigram_loss
+
+    def bigram(train, val, V, below=None):
+        counts = torch.zeros(V, V, dtype=torch.float64)
+        for a, b in zip(train[:-1].tolist(), train[1:].tolist(), strict=True):
+            counts[a, b] += 1
+        p = (counts + 1) / (counts.sum(1, keepdim=True) + (V if below is None else below))
+        return float(-p.log()[val[:-1], val[1:]].mean())
+
+    assert check_bigram_loss(bigram)
+    _wrong(check_bigram_loss(lambda t, v, V: bigram(t, v, V, below=1)), "grows by V, not by 1",
+           outcome=Outcome.WRONG_VALUE)
+
+
+def test_the_training_capstone_requires_its_parts_and_names_clipping_at_zero():
+    from test_exercises_ch17 import PARTS, loop
+
+    from attnbook.exercises import check_train_loop_by_hand
+
+    _wrong(check_train_loop_by_hand(loop), "the dict of your parts", "go unchecked", outcome=Outcome.WRONG_FORM)
+    _wrong(check_train_loop_by_hand(PARTS), "has no 'GPT'", outcome=Outcome.WRONG_FORM)
+    _wrong(check_train_loop_by_hand({"train_loop_by_hand": loop, "GPT": object}),
+           "has no 'lr_with_floor' or 'draw_batch'", outcome=Outcome.WRONG_FORM)
+
+    def clipped_at_zero(*args):
+        return loop(*args, update=_update_clipping_always)
+
+    _wrong(check_train_loop_by_hand({**PARTS, "train_loop_by_hand": clipped_at_zero, "GPT": object}),
+           "grad_clip = 0 means no clipping")
+
+
+def _update_clipping_always(model, opt, loss, grad_clip):
+    opt.zero_grad(set_to_none=False)
+    loss.backward()
+    norm = torch.sqrt(sum((p.grad**2).sum() for p in model.parameters()))
+    for p in model.parameters():
+        p.grad.mul_(min(1.0, grad_clip / (float(norm) + 1e-6)))  # even when grad_clip is 0
+    opt.step()
