@@ -4,6 +4,7 @@ still passes."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from test_exercises_ch15 import ANSWER, load
 
@@ -211,3 +212,28 @@ def _update_clipping_always(model, opt, loss, grad_clip):
     for p in model.parameters():
         p.grad.mul_(min(1.0, grad_clip / (float(norm) + 1e-6)))  # even when grad_clip is 0
     opt.step()
+
+
+# --- chapter 22 -------------------------------------------------------------------------------------------
+
+def _attention_copying_the_heads(q, k, v):
+    h, h_kv, d = q.shape[-3], k.shape[-3], q.shape[-1]
+    kv_of = np.arange(h) // (h // h_kv)
+    K, V = np.take(k, kv_of, axis=-3), np.take(v, kv_of, axis=-3)  # one copy of the cache per query head
+    s = q @ np.swapaxes(K, -1, -2) / np.sqrt(d)
+    T_q, T_k = s.shape[-2:]
+    s = np.where(np.arange(T_k)[None, :] <= np.arange(T_q)[:, None] + T_k - T_q, s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (w / w.sum(axis=-1, keepdims=True)) @ V
+
+
+def test_a_block_step_that_copies_the_key_value_heads_is_refused_alone_and_in_parts():
+    from test_exercises_ch22 import make_step, rebase_rotary
+
+    from attnbook.exercises import check_llama_block_step
+
+    assert check_llama_block_step(make_step())
+    copying = make_step(attend=_attention_copying_the_heads)
+    for answer in (copying, {"rebase_rotary": rebase_rotary, "llama_block_step": copying}):
+        verdict = check_llama_block_step(answer)
+        _wrong(verdict, "copies the key-value heads", "MiB", outcome=Outcome.WRONG_VALUE)
