@@ -237,3 +237,50 @@ def test_a_block_step_that_copies_the_key_value_heads_is_refused_alone_and_in_pa
     for answer in (copying, {"rebase_rotary": rebase_rotary, "llama_block_step": copying}):
         verdict = check_llama_block_step(answer)
         _wrong(verdict, "copies the key-value heads", "MiB", outcome=Outcome.WRONG_VALUE)
+
+
+# --- chapter 24 -------------------------------------------------------------------------------------------
+
+def _bert(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob, choose=None, replace=None):
+    """BERT's corruption from uniform draws, with the choice of positions or of the random ids changed."""
+    g = torch.Generator().manual_seed(seed)
+    chosen = torch.rand(ids.shape, generator=g) < rate if choose is None else choose(ids, rate, g)
+    kind = torch.rand(ids.shape, generator=g)
+    if replace is None:
+        other = torch.randint(vocab_size - 1, ids.shape, generator=g)
+        other = other + (other >= mask_id).long()
+    else:
+        other = replace(ids, g)
+    inputs = torch.where(chosen & (kind < mask_prob), torch.full_like(ids, mask_id), ids)
+    to_random = chosen & (kind >= mask_prob) & (kind < mask_prob + random_prob)
+    return torch.where(to_random, other.to(ids.dtype), inputs), chosen
+
+
+def _exactly_round_rate_n(ids, rate, g):
+    n = ids.numel()
+    chosen = torch.zeros(n, dtype=torch.bool)
+    chosen[torch.randperm(n, generator=g)[: round(rate * n)]] = True
+    return chosen.reshape(ids.shape)
+
+
+def _in_pairs(ids, rate, g):
+    n = ids.numel()
+    first = torch.rand((n + 1) // 2, generator=g) < rate
+    return first.repeat_interleave(2)[:n].reshape(ids.shape)  # positions 2j and 2j + 1 chosen together
+
+
+def _from_the_data(ids, g):
+    flat = ids.reshape(-1)
+    return flat[torch.randint(0, flat.numel(), ids.shape, generator=g)]
+
+
+def test_corruptions_wrong_in_distribution_are_refused():
+    from attnbook.exercises import check_mask_tokens_by_hand
+
+    assert check_mask_tokens_by_hand(_bert)
+    verdict = check_mask_tokens_by_hand(lambda *a: _bert(*a, replace=_from_the_data))
+    _wrong(verdict, "not from the ids of the sequence", outcome=Outcome.WRONG_VALUE)
+    verdict = check_mask_tokens_by_hand(lambda *a: _bert(*a, choose=_exactly_round_rate_n))
+    _wrong(verdict, "was always 100", "randperm", outcome=Outcome.WRONG_VALUE)
+    verdict = check_mask_tokens_by_hand(lambda *a: _bert(*a, choose=_in_pairs))
+    _wrong(verdict, "neighbouring positions both chosen", "its own draw", outcome=Outcome.WRONG_VALUE)
