@@ -284,3 +284,80 @@ def test_corruptions_wrong_in_distribution_are_refused():
     _wrong(verdict, "was always 100", "randperm", outcome=Outcome.WRONG_VALUE)
     verdict = check_mask_tokens_by_hand(lambda *a: _bert(*a, choose=_in_pairs))
     _wrong(verdict, "neighbouring positions both chosen", "its own draw", outcome=Outcome.WRONG_VALUE)
+
+
+# --- chapter 23 -------------------------------------------------------------------------------------------
+
+def _merged(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _add_pairs(ids, counts, weight):
+    for pair in zip(ids, ids[1:], strict=False):
+        counts[pair] = counts.get(pair, 0) + weight
+        if counts[pair] == 0:
+            del counts[pair]
+
+
+def _recount_every_step(chunks, n_merges):
+    """The chapter's naive_bpe with two helpers of its own: every chunk counted again at every merge."""
+    words = {tuple(chunk): n for chunk, n in chunks.items()}
+    merges = []
+    for k in range(n_merges):
+        counts = {}
+        for ids, n in words.items():
+            _add_pairs(list(ids), counts, n)
+        if not counts:
+            break
+        best = min(counts, key=lambda p: (-counts[p], p))
+        merges.append(best)
+        words = {tuple(_merged(list(ids), best, 256 + k)): n for ids, n in words.items()}
+    return merges
+
+
+def _kept_up_to_date(chunks, n_merges, only_the_merged_pair=False):
+    words, weights = [list(chunk) for chunk in chunks], list(chunks.values())
+    counts, where = {}, {}
+    for i, w in enumerate(words):
+        _add_pairs(w, counts, weights[i])
+        for pair in zip(w, w[1:], strict=False):
+            where.setdefault(pair, set()).add(i)
+    merges = []
+    while len(merges) < n_merges and counts:
+        best = min(counts, key=lambda p: (-counts[p], p))
+        new_id = 256 + len(merges)
+        if only_the_merged_pair:
+            del counts[best]
+        for i in sorted(where.pop(best, ())):
+            new = _merged(words[i], best, new_id)
+            if not only_the_merged_pair:
+                _add_pairs(words[i], counts, -weights[i])
+                _add_pairs(new, counts, weights[i])
+            words[i] = new
+            for pair in zip(new, new[1:], strict=False):
+                where.setdefault(pair, set()).add(i)
+        merges.append(best)
+    return merges
+
+
+def test_training_that_recounts_every_chunk_at_every_merge_is_refused():
+    from attnbook.exercises import check_learn_merges_incremental
+
+    assert check_learn_merges_incremental(_kept_up_to_date)
+    verdict = check_learn_merges_incremental(_recount_every_step)
+    _wrong(verdict, "the merges are right", "recounting every chunk at every merge", outcome=Outcome.WRONG_VALUE)
+
+
+def test_counts_from_which_only_the_merged_pair_is_removed_get_their_hint():
+    from attnbook.exercises import check_learn_merges_incremental
+
+    verdict = check_learn_merges_incremental(lambda chunks, n: _kept_up_to_date(chunks, n, only_the_merged_pair=True))
+    _wrong(verdict, "the counts change beyond the merged pair", outcome=Outcome.WRONG_VALUE)
