@@ -361,3 +361,22 @@ def test_counts_from_which_only_the_merged_pair_is_removed_get_their_hint():
 
     verdict = check_learn_merges_incremental(lambda chunks, n: _kept_up_to_date(chunks, n, only_the_merged_pair=True))
     _wrong(verdict, "the counts change beyond the merged pair", outcome=Outcome.WRONG_VALUE)
+
+
+def test_a_stacked_mask_with_its_rows_interleaved_gets_its_hint():
+    from attnbook.exercises import check_gqa_by_groups
+
+    def stacked(q, k, v, spread=np.tile):
+        *lead, h, T_q, d = q.shape
+        h_kv, T_k = k.shape[-3], k.shape[-2]
+        g = h // h_kv
+        scores = q.reshape(*lead, h_kv, g * T_q, d) @ np.swapaxes(k, -1, -2) / np.sqrt(d)
+        mask = np.tril(np.ones((T_q, T_k), dtype=bool), k=T_k - T_q)
+        rows = np.tile(mask, (g, 1)) if spread is np.tile else np.kron(mask, np.ones((g, 1), dtype=bool))
+        scores = np.where(rows, scores, -np.inf)
+        w = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return (w / w.sum(axis=-1, keepdims=True) @ v).reshape(q.shape)
+
+    assert check_gqa_by_groups(stacked)
+    _wrong(check_gqa_by_groups(lambda q, k, v: stacked(q, k, v, spread=np.kron)), "np.tile", "np.kron",
+           outcome=Outcome.WRONG_VALUE)

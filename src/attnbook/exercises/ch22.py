@@ -294,6 +294,19 @@ def _mask_from_start(q, k, v):
     return _gqa_variant(q, k, v, mask_from_start=True)
 
 
+def _mask_rows_interleaved(q, k, v):
+    """The query heads of a group stacked along the positions, as the chapter's solution does, with the stacked
+    mask built by repeating each row g times (``np.kron``) where the rows are one head after another."""
+    *lead, h, T_q, d = q.shape
+    h_kv, T_k = k.shape[-3], k.shape[-2]
+    g = h // h_kv
+    scores = q.reshape(*lead, h_kv, g * T_q, d) @ np.swapaxes(k, -1, -2) / np.sqrt(d)
+    sees = np.kron(np.tril(np.ones((T_q, T_k)), k=T_k - T_q), np.ones((g, 1))).astype(bool)
+    scores = np.where(sees, scores, -np.inf)
+    w = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (w / w.sum(axis=-1, keepdims=True) @ v).reshape(q.shape)
+
+
 _GQA_FORBIDDEN = (an.repeat_kv, an.grouped_query_attention, "attnbook.torch.repeat_kv",
                   "attnbook.torch.grouped_query_attention", "attnbook.torch.gqa.GroupedQueryAttention.forward",
                   "numpy.repeat", "torch.repeat_interleave", "torch.nn.functional.scaled_dot_product_attention")
@@ -318,6 +331,9 @@ check_gqa_by_groups = BudgetChecker(
         Mistake(_kv_by_modulo, "query heads are grouped in a row: heads 0 .. g-1 share key-value head 0, the next "
                 "g head 1 (i // g, not i % h_kv); group the query axis as (h_kv, g), not (g, h_kv)."),
         Mistake(_gqa_unscaled, "scale the scores by 1 / sqrt(d), the width of one head."),
+        Mistake(_mask_rows_interleaved, "the stacked rows are the group's heads one after another, each with its T_q "
+                "queries, so row r is query r % T_q: repeat the whole (T_q, T_k) mask g times (np.tile), not each "
+                "of its rows g times in a row (np.kron, np.repeat)."),
         Mistake(_mask_from_start, "with T_q < T_k the queries are the LAST T_q positions: query i is at position "
                 "T_k - T_q + i and sees keys up to it."),
     ),
