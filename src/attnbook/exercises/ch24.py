@@ -119,7 +119,8 @@ def _failures(args: tuple[Any, ...], answer: Any) -> list[tuple[str, str, str]] 
         sd = math.sqrt((n - 1) * p2 * (1 - p2) + 2 * (n - 2) * (q**3 - p2 * p2))  # the pairs overlap
         if abs(both - (n - 1) * p2) > SDS * sd:
             failed.append(("neighbours", "+" if both > (n - 1) * p2 else "-",
-                           f"neighbouring positions both chosen: {both:,} of {n - 1:,} pairs, expected "
+                           f"neighbouring positions both chosen: {both:,} of {n - 1:,} pairs (a share of "
+                           f"{both / (n - 1):.4f}), expected "
                            f"{(n - 1) * p2:,.0f} \u00b1 {SDS * sd:,.0f} ({SDS:g} standard deviations) for positions "
                            "chosen independently: the choice of one position must not depend on its neighbour's"))
     if rate == 1 and mask_prob == 0 and random_prob == 1:  # every position replaced at random: uniform ids
