@@ -11,6 +11,7 @@ from _answers import accepts_reference, unwatched
 
 import attnbook.torch as at
 from attnbook.exercises import check_speculative_greedy, check_train_loop_by_hand
+from attnbook.exercises._harness import Outcome
 from attnbook.exercises.ch17 import (
     _PARTS,
     TARGET,
@@ -229,14 +230,17 @@ def loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_
 PARTS = {"lr_with_floor": lr_with_floor, "draw_batch": draw_batch, "train_loop_by_hand": loop}
 
 
-def test_capstone_another_way_passes_alone_and_with_its_parts():
+def test_capstone_another_way_without_its_gpt_or_its_parts_is_refused_saying_what_is_missing():
     parts = dict(_PARTS)
     assert parts["lr_with_floor"](lr_with_floor)
     assert parts["draw_batch"](draw_batch)
-    verdict = check_train_loop_by_hand(PARTS)
-    assert verdict, verdict.message
-    assert "The training target ran on the package's GPT" in verdict.message  # no "GPT" in the dict
-    assert check_train_loop_by_hand(loop)
+    verdict = check_train_loop_by_hand(PARTS)  # no "GPT": the target would train the package's
+    assert not verdict and verdict.outcome is Outcome.WRONG_FORM, verdict.message
+    assert "has no 'GPT'" in verdict.message and "not the package's" in verdict.message
+    verdict = check_train_loop_by_hand(loop)  # right on every small case, but alone
+    assert not verdict and verdict.outcome is Outcome.WRONG_FORM, verdict.message
+    assert "agrees with the package's trainer on the small cases" in verdict.message
+    assert "lr_with_floor and draw_batch go unchecked" in verdict.message
 
 
 class OwnGPT(torch.nn.Module):
@@ -285,13 +289,14 @@ def test_capstone_target_trains_the_learners_own_gpt_class():
     assert len(built) == 1 and built[0].trained_steps == TARGET["steps"]  # built once, trained 300 steps
 
 
-def test_capstone_target_with_an_unwritten_gpt_class_says_it_trained_the_packages():
+def test_capstone_target_with_an_unwritten_gpt_class_reads_as_not_attempted():
     class Stub(torch.nn.Module):
         def __init__(self, *args, **kwargs):
             raise NotImplementedError
 
     verdict = check_train_loop_by_hand({**PARTS, "GPT": Stub})
-    assert verdict and "instead of yours: your GPT class is not written yet" in verdict.message, verdict.message
+    assert not verdict and not verdict.attempted, verdict.message
+    assert "must train your GPT class, and your GPT class is not written yet" in verdict.message, verdict.message
 
 
 def test_capstone_target_refuses_a_gpt_class_holding_the_packages():

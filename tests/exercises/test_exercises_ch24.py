@@ -24,7 +24,8 @@ def with_numpy(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
 
 
 def exactly_rate(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
-    """BERT's own script chooses exactly round(rate * n) positions: the statistics cannot tell, and need not."""
+    """BERT's own script chooses exactly round(rate * n) positions; the statement asks for each position to be
+    chosen independently, and the number chosen over many seeds tells the two apart."""
     g = torch.Generator().manual_seed(seed)
     n = ids.numel()
     chosen = torch.zeros(n, dtype=torch.bool)
@@ -39,7 +40,8 @@ def exactly_rate(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
 
 def test_correct_answers_with_other_draws_pass():
     assert check_mask_tokens_by_hand(with_numpy)
-    assert check_mask_tokens_by_hand(exactly_rate)
+    verdict = check_mask_tokens_by_hand(exactly_rate)  # right in every share, but not independent
+    assert not verdict and "the number of chosen positions was always" in verdict.message, verdict.message
     for shift in range(5):  # other seeds: a correct answer must not fail by bad luck
         def shifted(ids, mask_id, vocab_size, seed, *probs, shift=shift):
             return with_numpy(ids, mask_id, vocab_size, seed + 100 * (shift + 1), *probs)

@@ -190,7 +190,23 @@ def _no_final_norm(V, block_size, d_model, n_layers, d_ff, tied):
     return _gpt_params(V, block_size, d_model, n_layers, d_ff, tied) - 2 * d_model
 
 
-check_gpt_parameters = Checker(
+def _one_norm_per_block(V, block_size, d_model, n_layers, d_ff, tied):
+    return _gpt_params(V, block_size, d_model, n_layers, d_ff, tied) - 2 * d_model * n_layers
+
+
+class _CountChecker(Checker):
+    """The count's checker: a refused module construction says why it is refused."""
+
+    def _run(self, fn, args, label, forbidden):
+        got, problem = super()._run(fn, args, label, forbidden)
+        if problem is not None and problem.outcome is Outcome.REFUSED and "Module.__init__`" in problem.text:
+            problem = problem.extended("It builds a torch module: the exercise asks for the count without building "
+                                       "a model, from the shapes of its weights, so that no layer is counted "
+                                       "because it exists rather than because you derived it.")
+        return got, problem
+
+
+check_gpt_parameters = _CountChecker(
     name="gpt_parameters",
     doc="Check ``fn(V, block_size, d_model, n_layers, d_ff, tied) -> int``: the parameters of the package's "
         "GPT with a feed-forward width ``d_ff`` and tied (``True``) or untied (``False``) output layer.",
@@ -205,8 +221,12 @@ check_gpt_parameters = Checker(
         Mistake(_head_with_bias, "the package's untied output layer is a matrix without a bias."),
         Mistake(_always_tied, "untied, the output layer is a d_model x V matrix of its own, besides the token table."),
         Mistake(_no_final_norm, "add the final layer norm before the output layer: 2 d_model."),
+        Mistake(_one_norm_per_block, "each block has two layer norms, one before attention and one before the "
+                "feed-forward network, with a scale and a shift of d_model each: 4 d_model per block."),
     ),
-    forbidden=(GPT.__init__, GPT.n_params),  # building the model and counting it is the chapter's check, not a count
+    # Building the model and counting it is the chapter's check, not a count: the package's GPT and any torch
+    # module (an nn.Linear whose numel() is summed) are refused.
+    forbidden=(GPT.__init__, GPT.n_params, "torch.nn.Module.__init__"),
 )
 
 
@@ -468,6 +488,10 @@ def _first_disagreement(fn, case: Case, call) -> str | None:
                 "block, before the output layer." if key == "ln_f" else
                 f"Your `{module}` did not run in the forward pass (where GPT-2's {key} does).")
     sentence = _describe_key(key)
+    if key.endswith(".ln_1"):
+        swapped = _block_loaded_from(key, got[key], expected, sd, sizes["n_layers"])
+        if swapped is not None:
+            return swapped
     if key.endswith(".attn"):
         for undo, mistake in _MAPPING_STEPS:
             repaired = copy.deepcopy(sd)
@@ -482,6 +506,20 @@ def _first_disagreement(fn, case: Case, call) -> str | None:
             return (f"{sentence} Changing only the last token changes your logits at earlier positions: each "
                     "position may attend only to itself and the positions before it (the causal mask).")
     return sentence
+
+
+def _block_loaded_from(key: str, got: Any, expected: dict, sd: dict, n_layers: int) -> str | None:
+    """When block i's first norm computes what GPT-2's block j's (j != i) would on block i's input: the sentence
+    saying that the blocks were loaded in the wrong order."""
+    i = int(key.split(".")[0].removeprefix("block"))
+    x = (expected["embeddings"] if i == 0 else expected[f"block{i - 1}.out"]).double()
+    for j in range(n_layers):
+        weight, bias = (sd[f"transformer.h.{j}.ln_1.{w}"].double() for w in ("weight", "bias"))
+        if j != i and _agree(got, F.layer_norm(x, x.shape[-1:], weight, bias, 1e-5)):
+            return (f"The first part that disagrees is block {i}, and it holds the weights of GPT-2's h.{j}: the "
+                    f"blocks are loaded in the wrong order. Keys sorted as text put h.10 before h.2; copy h.{i} "
+                    f"into block {i}, taking the block number from the key as an integer.")
+    return None
 
 
 def _greedy(fn, case: Case, call) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ import torch.nn.functional as F
 from attnbook.data.shakespeare import DataUnavailableError, load_tinyshakespeare
 from attnbook.data.text import CharTokenizer, random_windows, split
 from attnbook.exercises._capstone import CannotCheck, PartsChecker
-from attnbook.exercises._harness import Case, Checker, Mistake, Verdict
+from attnbook.exercises._harness import Case, Checker, Mistake, Outcome, Verdict, _resolve
 from attnbook.exercises.ch15 import _ready_made
 from attnbook.torch.decoding import generate, sample_next
 from attnbook.torch.kvcache import KVCache
@@ -49,6 +50,12 @@ def _on_train(train_ids, val_ids, V):
     return _bigram_loss(train_ids, train_ids, V)
 
 
+def _denominator_plus_one(train_ids, val_ids, V):
+    counts = _bigram_counts(train_ids, V, start=0.0)
+    log_p = ((counts + 1) / (counts.sum(dim=1, keepdim=True) + 1)).log()  # 1 added below, not V
+    return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
+
+
 def _unigram(train_ids, val_ids, V):
     counts = torch.ones(V, dtype=torch.float64) + torch.bincount(train_ids, minlength=V)
     return float(-(counts / counts.sum()).log()[val_ids[1:]].mean())
@@ -76,6 +83,9 @@ check_bigram_loss = Checker(
         Mistake(_on_train, "evaluate on the validation ids; the counts come from the training ids."),
         Mistake(_unigram, "that ignores the previous character: count pairs (previous, next), one row per previous "
                 "character."),
+        Mistake(_denominator_plus_one, "add-one smoothing adds 1 to each of the V counts of a row, so the row's "
+                "total grows by V, not by 1: divide by the row's count plus V, or the probabilities of a row do not "
+                "sum to 1."),
     ),
     atol=1e-9,
 )
@@ -95,6 +105,13 @@ def _full_squares(prompt_len, new_tokens, use_cache):
     return p * p + sum(p + s for s in range(1, n))
 
 
+def _one_key_too_many(prompt_len, new_tokens, use_cache):
+    p, n = prompt_len, new_tokens
+    if not use_cache:
+        return _scores(p, n, use_cache)
+    return p * (p + 1) // 2 + sum(p + s + 1 for s in range(1, n))
+
+
 def _one_forward_too_many(prompt_len, new_tokens, use_cache):
     p, n = prompt_len, new_tokens
     if not use_cache:
@@ -107,12 +124,15 @@ check_attention_scores = Checker(
     doc="Check ``fn(prompt_len, new_tokens, use_cache) -> int``: query-key pairs scored during generation.",
     reference=_scores,
     cases=[Case(f"prompt_len={p}, new_tokens={n}, use_cache={c}", (p, n, c))
-           for p, n in ((1, 1), (3, 4), (64, 256)) for c in (False, True)],
+           # (3, 5): with the cache, one key too many per step (p + s + 1) and full squares give different counts
+           for p, n in ((1, 1), (3, 5), (64, 256)) for c in (False, True)],
     mistakes=(
         Mistake(_full_squares, "causal attention scores only the allowed pairs: L (L + 1) / 2 for L tokens, "
                 "not L squared."),
         Mistake(_one_forward_too_many, "n new tokens take n forward passes: the last token sampled is never fed "
                 "back in."),
+        Mistake(_one_key_too_many, "with the cache, forward pass s (s = 1 .. n - 1) scores its one new query against "
+                "p + s keys: the p of the prompt and the s tokens generated so far, its own included, not p + s + 1."),
     ),
 )
 
@@ -548,7 +568,7 @@ def _package_loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, bet
 
 
 def _loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad_clip, *, clip=True, zero=True,
-          schedule=_by_hand, decay_all=False, adam=False):
+          schedule=_by_hand, decay_all=False, adam=False, clip_at_zero=False):
     """A loop from torch primitives with one thing changed: the typical mistakes."""
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     vectors = [p for p in model.parameters() if p.dim() < 2]
@@ -565,7 +585,7 @@ def _loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad
         if zero:
             optimizer.zero_grad()
         loss.backward()
-        if clip and grad_clip:
+        if clip and (grad_clip or clip_at_zero):
             torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         optimizer.step()
         losses.append(loss.item())
@@ -574,6 +594,10 @@ def _loop(model, get_batch, steps, lr, warmup, min_lr, weight_decay, betas, grad
 
 def _no_clipping(*args):
     return _loop(*args, clip=False)
+
+
+def _clipped_to_zero(*args):
+    return _loop(*args, clip_at_zero=True)
 
 
 def _no_zero_grad(*args):
@@ -635,7 +659,8 @@ def _shakespeare_slices() -> tuple[torch.Tensor, torch.Tensor, int]:
 
 
 # The learner's own GPT class for the target run (the dict's "GPT"), set while a check runs; None: the package's.
-_TARGET_GPT: dict[str, Any] = {"class": None, "note": None}
+# "reason": why the target ran on the package's GPT; "skip": the target is not run (a bare function refused anyway).
+_TARGET_GPT: dict[str, Any] = {"class": None, "note": None, "reason": None, "skip": False}
 
 
 def _target_model(V: int) -> torch.nn.Module:
@@ -661,6 +686,7 @@ def _target_model(V: int) -> torch.nn.Module:
             else:
                 return model
         _TARGET_GPT["note"] = f"The training target ran on the package's GPT instead of yours: {reason}."
+        _TARGET_GPT["reason"] = reason
         torch.manual_seed(t["seed"])
     else:
         _TARGET_GPT["note"] = ("The training target ran on the package's GPT: pass your GPT class of chapter 15 in "
@@ -714,7 +740,7 @@ def _same_parameters(fn, case: Case, call) -> str | None:
         if not torch.allclose(p.detach(), want[name].detach(), rtol=1e-7, atol=1e-10):
             return (f"the losses agree, but after the last step the parameter {name} differs from the package "
                     f"trainer's: the last update is missing or different (input: {case.label}).")
-    if case is _LOOP_CASES[-1]:
+    if case is _LOOP_CASES[-1] and not _TARGET_GPT["skip"]:
         return _reaches_target(fn, call)
     return None
 
@@ -746,23 +772,73 @@ def _first_difference(fn, case: Case, call) -> str | None:
     return f"The losses agree up to step {first}, then differ: look at update {first}."
 
 
+# What the capstone's answer must hold: its three functions and the learner's GPT class, which the target trains.
+_REQUIRED = ("lr_with_floor", "draw_batch", "train_loop_by_hand", "GPT")
+_THE_DICT = ('{"lr_with_floor": lr_with_floor, "draw_batch": draw_batch, "train_loop_by_hand": train_loop_by_hand, '
+             '"GPT": MyGPT}')
+
+
 @dataclass(repr=False)
 class _LoopChecker(_OneThread):
-    """The capstone's checker: a dict answer may bring the learner's GPT class (``"GPT"``), which the target run
-    trains; the verdict says when the target ran on the package's GPT instead."""
+    """The capstone's checker. The answer is the dict of the learner's parts and GPT class (``"GPT"``), which the
+    target run trains: a dict without one of them, or a bare loop, is refused, saying what is missing (a bare loop
+    is first run on the small cases, so that what is wrong in it is said too). Only the checker's own typical
+    mistakes, and answers the tests build from the reference, may come as a bare function."""
 
     def __call__(self, answer: Any) -> Verdict:
+        if not isinstance(answer, Mapping):
+            if callable(answer) and not self.watch(_resolve(self.forbidden), answer, ()).trusted:
+                return self._bare(answer)
+        elif missing := [key for key in _REQUIRED if key not in answer]:
+            given = [(key, checker) for key, checker in self.parts if key in answer]
+            if any(not checker(answer[key]) for key, checker in given):
+                return super().__call__(answer)  # a part that disagrees (or is not attempted) is named first
+            return Verdict(False, f"{self.name}: the dict of your parts has no {_listed(missing)}. The exercise asks "
+                                  f"for all four, {_THE_DICT}: {_WHY_ALL[missing[0]]}", outcome=Outcome.WRONG_FORM)
         given = answer.get("GPT") if isinstance(answer, Mapping) else None
-        _TARGET_GPT.update({"class": given, "note": None})
+        _TARGET_GPT.update({"class": given, "note": None, "reason": None})
         try:
             with torch.random.fork_rng():  # the target run seeds the global generator: the caller's stays as it was
                 verdict = super().__call__(answer)
-            note = _TARGET_GPT["note"]
+            note, reason = _TARGET_GPT["note"], _TARGET_GPT["reason"]
         finally:
-            _TARGET_GPT.update({"class": None, "note": None})
+            _TARGET_GPT.update({"class": None, "note": None, "reason": None})
         if note is None or not verdict.attempted:
             return verdict
+        if given is not None and verdict:  # the loop is right, but the target did not train the learner's GPT
+            attempted = "not written yet" not in reason
+            return Verdict(False, f"{self.name}: your loop agrees with the package's trainer, but the training target "
+                                  f"must train your GPT class, and {reason}.", attempted=attempted,
+                           outcome=Outcome.ERROR if attempted else None)
         return Verdict(verdict.passed, f"{verdict.message} {note}", outcome=verdict.outcome)
+
+    def _bare(self, fn: Any) -> Verdict:
+        """A bare loop: checked on the small cases (not the target), then refused for want of its parts."""
+        small = dataclasses.replace(self, parts=())
+        _TARGET_GPT["skip"] = True
+        try:
+            verdict = Checker.__call__(small, fn)
+        finally:
+            _TARGET_GPT["skip"] = False
+        if not verdict:
+            return verdict
+        return Verdict(False, f"{self.name}: your loop agrees with the package's trainer on the small cases, but the "
+                              f"exercise asks for the dict of your parts, {_THE_DICT}: without it lr_with_floor and "
+                              "draw_batch go unchecked and the training target cannot train your own GPT.",
+                       outcome=Outcome.WRONG_FORM)
+
+
+_WHY_ALL = {
+    "lr_with_floor": "each part is checked on its own before the loop, so that the one that disagrees is named.",
+    "draw_batch": "each part is checked on its own before the loop, so that the one that disagrees is named.",
+    "train_loop_by_hand": "the loop itself is the whole that the check trains with.",
+    "GPT": "the training target trains your GPT class of chapter 15's capstone, not the package's.",
+}
+
+
+def _listed(keys: list[str]) -> str:
+    named = [f"'{k}'" for k in keys]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]
 
 
 check_train_loop_by_hand = _LoopChecker(
@@ -772,10 +848,10 @@ check_train_loop_by_hand = _LoopChecker(
         "warm-up and cosine rate set every step, gradient clipping, ``grad_clip=0`` none), ``get_batch()`` once "
         "per step, the list of the ``steps`` losses returned; the model trained in place must match the "
         "package's trainer, and train a small GPT to a validation loss of at most 2.45 on Tiny Shakespeare. "
-        "Pass a dict of your parts (``lr_with_floor``, ``draw_batch``, ``train_loop_by_hand``) to have each "
-        "checked before the whole, and with them ``GPT``, your GPT class of chapter 15's capstone (built as "
-        "``GPT(vocab_size, block_size, n_layers, n_heads, d_model)``): the target run trains it (without it, "
-        "the package's GPT, and the verdict says so).",
+        "The answer is the dict of your parts, ``lr_with_floor``, ``draw_batch`` and ``train_loop_by_hand``, each "
+        "checked before the whole, with ``GPT``, your GPT class of chapter 15's capstone (built as "
+        "``GPT(vocab_size, block_size, n_layers, n_heads, d_model)``), which the target run trains; a dict "
+        "without one of them, or a bare function, is refused.",
     reference=_package_loop,
     cases=_LOOP_CASES,
     mistakes=(
@@ -783,6 +859,8 @@ check_train_loop_by_hand = _LoopChecker(
                 "each step adds its gradient to all the earlier ones."),
         Mistake(_no_clipping, "clip the gradient norm to grad_clip (over all parameters together) between "
                 "backward and the step; grad_clip=0 means no clipping."),
+        Mistake(_clipped_to_zero, "grad_clip = 0 means no clipping: clip_grad_norm_(..., 0) scales every gradient "
+                "to a norm of 0, so that only the weight decay moves the weights. Clip only when grad_clip > 0."),
         Mistake(_constant_rate, "set the learning rate of every parameter group before each step, from the "
                 "warm-up and cosine schedule; a constant rate is the peak at every step."),
         Mistake(_schedule_from_zero, "steps count from 0 and step 0 already trains: its rate is lr / warmup."),

@@ -84,13 +84,20 @@ def _ratio_of_means(weights):
     return _per_query(weights).mean(-1) / most.mean()
 
 
+def _ceiling_from_nonzero(weights):
+    """Each query's ceiling taken from the keys it gave weight to, not from the keys it may see."""
+    seen = (weights > 0).sum(-1).to(weights.dtype)
+    return torch.nan_to_num(_per_query(weights)[..., 1:] / seen.log()[..., 1:], nan=0.0).mean(-1)
+
+
 def _entropy_cases() -> list[Case]:
     g = torch.Generator().manual_seed(1802)
     uniform = causal_mask(5).double() / torch.arange(1, 6.0, dtype=torch.float64)[:, None]
-    previous = torch.eye(5, dtype=torch.float64).roll(-1, dims=1).tril()  # key t - 1 for every query t > 0
-    previous[0, 0] = 1.0
-    cases = [Case("two heads, T=5: uniform causal attention, and one that reads only the previous token",
-                  (torch.stack([uniform, previous]),))]
+    # half on the token itself and half on the one before it: exactly 0 on the older keys it may see
+    pair = (torch.eye(5, dtype=torch.float64) + torch.eye(5, dtype=torch.float64).roll(-1, dims=1).tril()) / 2
+    pair[0, 0] = 1.0
+    cases = [Case("two heads, T=5: uniform causal attention, and one that puts half its weight on the token and "
+                  "half on the one before it (exactly 0 on the older keys)", (torch.stack([uniform, pair]),))]
     for h, T in ((2, 6), (4, 11)):
         cases.append(Case(f"random causal weights, {h} heads, T={T}", (_causal_weights(h, T, g),)))
     return cases
@@ -109,6 +116,8 @@ check_normalised_entropy = Checker(
                 "with no meaning. Leave it out of the average."),
         Mistake(_ratio_of_means, "divide each query's entropy by its own largest value first, then average the "
                 "ratios; a ratio of two means weighs the long queries more."),
+        Mistake(_ceiling_from_nonzero, "the ceiling is ln(t + 1), the entropy of uniform weights over all the t + 1 "
+                "keys query t may see: a key given exactly 0 weight is still one it could have read, so count it."),
     ),
     atol=1e-9,
     forbidden=(attention_entropy,),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import tracemalloc
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,7 +12,7 @@ import torch
 import attnbook.numpy as an
 import attnbook.torch as at
 from attnbook.exercises._capstone import PartsChecker
-from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake
+from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake, _resolve
 from attnbook.exercises.ch21 import _turn, check_rebase_rotary
 from attnbook.torch import rms_norm
 
@@ -292,6 +294,19 @@ def _mask_from_start(q, k, v):
     return _gqa_variant(q, k, v, mask_from_start=True)
 
 
+def _mask_rows_interleaved(q, k, v):
+    """The query heads of a group stacked along the positions, as the chapter's solution does, with the stacked
+    mask built by repeating each row g times (``np.kron``) where the rows are one head after another."""
+    *lead, h, T_q, d = q.shape
+    h_kv, T_k = k.shape[-3], k.shape[-2]
+    g = h // h_kv
+    scores = q.reshape(*lead, h_kv, g * T_q, d) @ np.swapaxes(k, -1, -2) / np.sqrt(d)
+    sees = np.kron(np.tril(np.ones((T_q, T_k)), k=T_k - T_q), np.ones((g, 1))).astype(bool)
+    scores = np.where(sees, scores, -np.inf)
+    w = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (w / w.sum(axis=-1, keepdims=True) @ v).reshape(q.shape)
+
+
 _GQA_FORBIDDEN = (an.repeat_kv, an.grouped_query_attention, "attnbook.torch.repeat_kv",
                   "attnbook.torch.grouped_query_attention", "attnbook.torch.gqa.GroupedQueryAttention.forward",
                   "numpy.repeat", "torch.repeat_interleave", "torch.nn.functional.scaled_dot_product_attention")
@@ -316,6 +331,9 @@ check_gqa_by_groups = BudgetChecker(
         Mistake(_kv_by_modulo, "query heads are grouped in a row: heads 0 .. g-1 share key-value head 0, the next "
                 "g head 1 (i // g, not i % h_kv); group the query axis as (h_kv, g), not (g, h_kv)."),
         Mistake(_gqa_unscaled, "scale the scores by 1 / sqrt(d), the width of one head."),
+        Mistake(_mask_rows_interleaved, "the stacked rows are the group's heads one after another, each with its T_q "
+                "queries, so row r is query r % T_q: repeat the whole (T_q, T_k) mask g times (np.tile), not each "
+                "of its rows g times in a row (np.kron, np.repeat)."),
         Mistake(_mask_from_start, "with T_q < T_k the queries are the LAST T_q positions: query i is at position "
                 "T_k - T_q + i and sees keys up to it."),
     ),
@@ -432,6 +450,9 @@ def _step_cases() -> list[Case]:
     return cases
 
 
+_STEP_CASES = _step_cases()
+
+
 def _step_variant(x_t, params, keys, values, *, sign=1.0, at_zero=False, rotate_new_key=True, sees_itself=True,
                   eps=True, residual=True, kv_by_modulo=False, rotate_values=False, second_norm_on_x=False):
     """One step of the block in NumPy, written out, with one thing changed: the typical mistakes (they may not
@@ -516,13 +537,60 @@ def _first_step_disagreement(fn, case: Case, call) -> str | None:
 
 
 def _cache_handed_on(fn, case: Case, call) -> str | None:
-    """Once the output agrees: the cache the learner hands on in ``trace`` (if any) must be the package's."""
+    """Once the output agrees: the cache the learner hands on in ``trace`` (if any) must be the package's; after
+    the last case, the whole step must attend without copying the key-value heads (``_held_by_step``)."""
     expected, got = _traced(case, call)
     for key in ("keys", "values"):
         if key in got and _differs(got[key], expected[key]):
             return (f"the output is right, but trace[{key!r}], the cache handed on to the next token, is not "
                     f"(input: {case.label}): {STEP_HINTS[key]}")
+    if case is _STEP_CASES[-1]:
+        return _held_by_step(fn, call)
     return None
+
+
+# The whole step's memory on a long cache: 32 query heads on one key-value head of 8,192 positions. The cache
+# is 1 MiB for the keys and 1 MiB for the values; the scores, their exponentials and the weights, (32, 8193)
+# each, are 2 MiB apiece; one copy of the keys or the values for every query head is 32 MiB.
+_STEP_BUDGET_MIB = 24  # the chapter's solution holds about 8 MiB; a copy of the keys alone, 32 MiB
+
+
+@functools.cache
+def _long_cache_case() -> Case:
+    d, h, h_kv, t = 512, 32, 1, 8192
+    params = _random_block(2299, d, h, h_kv, 64, 1e-5, 1e4)
+    rng = np.random.default_rng(2299)
+    keys, values = rng.normal(size=(h_kv, t, d // h)), rng.normal(size=(h_kv, t, d // h))
+    return Case(f"a cache of {t} positions, d_model={d}, {h} query heads on {h_kv} key-value head",
+                (rng.normal(size=d), params, keys, values))
+
+
+def _held_by_step(fn, call) -> str | None:
+    """The peak of NumPy's and Python's allocations while the step runs on ``_long_cache_case``: above the budget,
+    the step copies the key-value heads, which the statement rules out for the whole step as for its part."""
+    checker = check_llama_block_step
+    if checker.watch(_resolve(checker.forbidden), fn, ()).trusted:
+        return None  # a typical mistake, or an answer built from the reference in the tests
+    case = _long_cache_case()
+    x_t, params, keys, values = case.args
+    args = (x_t.copy(), dict(params), keys.copy(), values.copy())
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        call(*args)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    if peak <= _STEP_BUDGET_MIB * 2**20:
+        return None
+    return (f"the values are right, but on {case.label} the step held {peak / 2**20:.1f} MiB at once, more than the "
+            f"{_STEP_BUDGET_MIB} MiB it needs: it copies the key-value heads (one copy of the cached keys for every "
+            "query head is 32 MiB here). Attend with gqa_by_groups, which pairs each group of query heads with its "
+            "key-value head by reshaping the queries, without repeating the keys or the values.")
 
 
 check_llama_block_step = PartsChecker(
@@ -539,7 +607,7 @@ check_llama_block_step = PartsChecker(
         "dict of your parts (``rebase_rotary``, ``gqa_by_groups``, ``llama_block_step``) to have each checked "
         "before the whole.",
     reference=_step_reference,
-    cases=_step_cases(),
+    cases=_STEP_CASES,
     mistakes=(
         Mistake(_rotated_at_zero, "the new token sits at position t, the number of keys already cached "
                 "(keys.shape[1]): rotate its query and key at t, not at 0, and leave the cached keys as they are, "

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import functools
 import heapq
+import inspect
 import random
+import sys
 
 from attnbook.data.bpe import BPETokenizer, chunk_counts, learn_merges, merge_pair, pair_counts
 from attnbook.exercises._capstone import PartsChecker
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import Case, Mistake, _resolve
 
 
 class _CountedRanks:
@@ -306,6 +309,24 @@ def _never_subtracted(chunks, n_merges):
     return merges
 
 
+def _only_the_merged_pair_removed(chunks, n_merges):
+    """Counts kept between steps, and after each merge only the merged pair taken out of them: the pairs the merge
+    destroyed stay counted, and the pairs it made are never added."""
+    words = [list(chunk) for chunk in chunks]
+    counts = {}
+    for w, n in zip(words, chunks.values(), strict=True):
+        _count(w, counts, n)
+    merges = []
+    for k in range(n_merges):
+        if not counts:
+            break
+        best = _smallest(counts)
+        merges.append(best)
+        del counts[best]
+        words = [_merge(w, best, 256 + k) for w in words]
+    return merges
+
+
 def _training_cases() -> list[Case]:
     toy = chunk_counts("low low low low lower lower newest newest newest widest widest newer")
     cases = [Case("the chapter's toy chunks, 8 merges", (toy, 8)),
@@ -327,14 +348,82 @@ def _training_cases() -> list[Case]:
     return cases
 
 
-check_learn_merges_incremental = Checker(
+# --- incrementality: the lines the answer runs on a corpus of many chunks ------------------------------------
+# Recounting every chunk at every step runs about chunks x merges x (pairs per chunk) lines of the answer's own
+# code; keeping the counts up to date runs the chunks' pairs once, then per merge the changed chunks and a choice
+# among the pairs counted. On the case below the chapter's solution runs about 0.6 million lines, a recount
+# written as naive_bpe with helpers of its own about 9 million, and one that counts with collections.Counter about
+# 3.5 million: the budget lies between.
+_LINES_BUDGET = 1_500_000
+
+
+class _OverBudget(BaseException):
+    """Raised inside the answer once it has run more lines than the budget: the rest need not run."""
+
+
+@functools.cache
+def _many_chunks() -> tuple[dict[bytes, int], int]:
+    g = random.Random(2324)
+    chunks: dict[bytes, int] = {}
+    while len(chunks) < 3000:
+        word = " " + "".join(g.choice("abcdefghijklmnopqrstuvwx") for _ in range(g.randint(2, 8)))
+        chunks[word.encode()] = g.randint(1, 5)
+    return chunks, 100
+
+
+def _lines_run(fn, call, args) -> int | None:
+    """The lines of the answer's own module (its notebook, its file) that ``call(*args)`` runs, or None past the
+    budget (the answer is stopped there)."""
+    own = getattr(inspect.unwrap(fn), "__globals__", None)
+    count = [0]
+
+    def local(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+            if count[0] > _LINES_BUDGET:
+                raise _OverBudget
+        return local
+
+    def anywhere(frame, event, arg):
+        return local if frame.f_globals is own else None
+
+    previous = sys.gettrace()
+    sys.settrace(anywhere)
+    try:
+        call(*args)
+    except _OverBudget:
+        return None
+    finally:
+        sys.settrace(previous)
+    return count[0]
+
+
+def _recounts(fn, case: Case, call) -> str | None:
+    """After the last case: the answer must not recount every chunk at every merge (``_LINES_BUDGET``)."""
+    if case is not _TRAINING_CASES[-1]:
+        return None
+    checker = check_learn_merges_incremental
+    if checker.watch(_resolve(checker.forbidden), fn, ()).trusted:
+        return None  # a typical mistake, or an answer built from the reference in the tests
+    chunks, n_merges = _many_chunks()
+    if _lines_run(fn, call, (dict(chunks), n_merges)) is not None:
+        return None
+    return (f"the merges are right, but on {len(chunks):,} chunks and {n_merges} merges your code ran more than "
+            f"{_LINES_BUDGET:,} lines, the work of recounting every chunk at every merge. Keep the counts between "
+            "steps: remember which chunks contain each pair, and after a merge visit only those, taking each one's old "
+            "pairs out of the counts and its new pairs in.")
+
+
+_TRAINING_CASES = _training_cases()
+
+check_learn_merges_incremental = PartsChecker(
     name="learn_merges_incremental",
     doc="Check ``fn(chunks, n_merges) -> list of (left, right)``: the merges BPE learns from ``chunks`` (a dict "
         "from each chunk's bytes to its count) in order, at most ``n_merges``: each step merges the pair with the "
         "highest count (every position counted, weighted by the chunk's count), ties to the smallest (left, "
         "right), merge k making the id 256 + k; it stops early when no pair is left.",
     reference=_learn_merges,
-    cases=_training_cases(),
+    cases=_TRAINING_CASES,
     mistakes=(
         Mistake(_first_seen_ties, "among pairs with the same count, take the smallest (left, right), not the one "
                 "your dictionary met first. Taking the first met is a convention too (minbpe's max over a dict), but "
@@ -343,8 +432,12 @@ check_learn_merges_incremental = Checker(
                 "adds 5 to each of its pairs."),
         Mistake(_without_overlaps, "count every position: in 'aaaa' the pair ('a', 'a') occurs 3 times, although "
                 "one merge can use only two of them."),
+        Mistake(_only_the_merged_pair_removed, "after a merge, the counts change beyond the merged pair: the merge "
+                "destroys the pairs that overlapped it and makes new ones with the new token. For each chunk that "
+                "changed, take all its old pairs out of the counts and put all its new pairs in."),
         Mistake(_never_subtracted, "when a chunk changes, take its old pairs out of the counts before adding its "
                 "new ones: a merge also destroys the pairs that overlapped it (merging 'lo' in 'low' removes 'ow')."),
     ),
     forbidden=(learn_merges, pair_counts, merge_pair, BPETokenizer.from_text),
+    extra=_recounts,
 )

@@ -32,6 +32,10 @@ from attnbook.exercises._harness import (
 )
 from attnbook.training.mlm import mask_tokens
 
+SPREAD_SEEDS, SPREAD_IDS = 30, 200  # the draws on which the number of chosen positions must vary
+# Below this share of the binomial variance the spread fails: (n - 1) s^2 / sigma^2 follows a chi-squared law with
+# 29 degrees of freedom, below 0.2 x 29 = 5.8 about twice in a million.
+SPREAD_LEAST = 0.2
 SDS = 5.0  # a share passes within this many standard deviations: about one false alarm in 1.7 million per test
 # What the harness reports after a comparison: only then is the answer judged by its statistics.
 _JUDGED = COMPARED | {Outcome.WRONG_FORM}
@@ -106,6 +110,19 @@ def _failures(args: tuple[Any, ...], answer: Any) -> list[tuple[str, str, str]] 
               "chosen positions showing another id than their own, not the mask"),
              ("kept", kept, k, keep_prob + random_prob / (vocab_size - 1), "chosen positions showing their own id"))
     failed += [f for f in (_share_test(*t) for t in tests) if f is not None]
+    if 0 < rate < 1 and 0 < k < n:
+        # Neighbours chosen together no more and no less often than independent draws of the answer's own share
+        # are (the share itself is tested above): a test of independence alone.
+        flat, q = chosen.ravel(), k / n
+        both = int((flat[1:] & flat[:-1]).sum())
+        p2 = q * q
+        sd = math.sqrt((n - 1) * p2 * (1 - p2) + 2 * (n - 2) * (q**3 - p2 * p2))  # the pairs overlap
+        if abs(both - (n - 1) * p2) > SDS * sd:
+            failed.append(("neighbours", "+" if both > (n - 1) * p2 else "-",
+                           f"neighbouring positions both chosen: {both:,} of {n - 1:,} pairs (a share of "
+                           f"{both / (n - 1):.4f}), expected "
+                           f"{(n - 1) * p2:,.0f} \u00b1 {SDS * sd:,.0f} ({SDS:g} standard deviations) for positions "
+                           "chosen independently: the choice of one position must not depend on its neighbour's"))
     if rate == 1 and mask_prob == 0 and random_prob == 1:  # every position replaced at random: uniform ids
         counts = np.bincount(inputs.ravel(), minlength=vocab_size)
         p = 1 / (vocab_size - 1)
@@ -131,6 +148,36 @@ class StatisticalChecker(Checker):
 
     judge: Callable[[tuple[Any, ...], Any], Any] = _failures
     seed_arg: int | None = None  # the position of the seed among the arguments: the draw must follow it
+    spread_case: int | None = None  # the case on whose first ids the number chosen must vary from seed to seed
+
+    def _spread(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]]) -> Problem | None:
+        """Over ``SPREAD_SEEDS`` seeds on the case's first ``SPREAD_IDS`` ids, the number of chosen positions must
+        vary as a binomial count does: a fixed number (``randperm``'s first round(rate n)) does not vary at all."""
+        ids, *rest = copy.deepcopy(case.args)
+        i = self.seed_arg
+        short = ids.reshape(-1)[:SPREAD_IDS].clone()
+        rate = rest[3]
+        counts = []
+        for offset in range(SPREAD_SEEDS):
+            args = [short, *copy.deepcopy(rest)]
+            args[i] = case.args[i] + 100 + offset
+            got, problem = self._run(fn, tuple(args), case.label, forbidden)
+            if problem is not None:
+                return problem
+            pair = _pair(got, tuple(short.shape))
+            if not isinstance(pair, tuple):
+                return None  # the cases' own checks describe an answer that is not a pair
+            counts.append(int(pair[1].sum()))
+        variance, expected = float(np.var(counts, ddof=1)), len(short) * rate * (1 - rate)
+        if variance >= SPREAD_LEAST * expected:
+            return None
+        shown = f"always {counts[0]}" if len(set(counts)) == 1 else f"between {min(counts)} and {max(counts)}"
+        return Problem(Outcome.WRONG_VALUE,
+                       f"over {SPREAD_SEEDS} seeds on the first {len(short)} ids of this case, the number of chosen "
+                       f"positions was {shown} (variance {variance:.2f}, where positions chosen independently with "
+                       f"probability {rate:g} give {expected:.0f}) (input: {case.label}). Choose each position on its "
+                       "own draw, so that how many are chosen varies from draw to draw: a fixed number of positions "
+                       "(randperm's first round(rate n)) is not what the statement asks.")
 
     def _seeded(self, fn: Callable[..., Any], case: Case, first: Any, forbidden: Sequence[Callable[..., Any]]
                 ) -> Problem | None:
@@ -173,7 +220,10 @@ class StatisticalChecker(Checker):
         if isinstance(failures, str):
             return Problem(Outcome.WRONG_FORM, f"{failures} (input: {case.label}).")
         if not failures:
-            return None if self.seed_arg is None else self._seeded(fn, case, returned["answer"], forbidden)
+            problem = None if self.seed_arg is None else self._seeded(fn, case, returned["answer"], forbidden)
+            if problem is None and self.spread_case is not None and case is self.cases[self.spread_case]:
+                problem = self._spread(fn, case, forbidden)
+            return problem
         message = Problem(Outcome.WRONG_VALUE, f"{failures[0][2]} (input: {case.label}).")
         for mistake in self.mistakes:
             try:
@@ -237,6 +287,21 @@ def _random_never_the_original(ids, mask_id, vocab_size, seed, rate, mask_prob, 
     return _corrupt(ids, pick < rate, kind, random_ids, mask_id, mask_prob, random_prob), pick < rate
 
 
+def _random_from_the_data(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    pick, kind, _, g = _draws(ids, vocab_size, seed)
+    flat = ids.reshape(-1)
+    random_ids = flat[torch.randint(flat.numel(), ids.shape, generator=g)]  # an id of the sequence itself
+    return _corrupt(ids, pick < rate, kind, random_ids, mask_id, mask_prob, random_prob), pick < rate
+
+
+def _chosen_in_pairs(ids, mask_id, vocab_size, seed, rate, mask_prob, random_prob):
+    pick, kind, random_ids, _ = _draws(ids, vocab_size, seed)
+    flat = (pick < rate).reshape(-1).clone()
+    flat[1::2] = flat[0::2][: flat[1::2].numel()]  # each odd position copies the choice of the one before it
+    chosen = flat.reshape(ids.shape)
+    return _corrupt(ids, chosen, kind, _other_ids(random_ids, mask_id), mask_id, mask_prob, random_prob), chosen
+
+
 def _mask_cases() -> list[Case]:
     g = torch.Generator().manual_seed(2424)
     cases = []
@@ -249,8 +314,12 @@ def _mask_cases() -> list[Case]:
             ((1,), 3, 1, 4, 0.15, 0.8, 0.1, "a single id")):
         others = torch.tensor([i for i in range(V) if i != mask_id])
         ids = others[torch.randint(len(others), shape, generator=g)]
-        cases.append(Case(f"ids of shape {shape} over {V - 1} ids, mask_id {mask_id}, vocab_size {V}, seed {seed}, "
-                          f"{what}", (ids, mask_id, V, seed, rate, m, q)))
+        if q == 1.0:  # ids far from uniform (80% of them the first id): a random id drawn from the
+            common = torch.rand(shape, generator=g) < 0.8  # sequence's own ids is then far from uniform too
+            ids = torch.where(common, others[0], ids)
+        skew = ", 80% of them id 0" if q == 1.0 else ""
+        cases.append(Case(f"ids of shape {shape} over {V - 1} ids{skew}, mask_id {mask_id}, vocab_size {V}, seed "
+                          f"{seed}, {what}", (ids, mask_id, V, seed, rate, m, q)))
     return cases
 
 
@@ -273,9 +342,16 @@ check_mask_tokens_by_hand = StatisticalChecker(
                 "is asked to predict those too, which is why a visible character cannot be trusted blindly."),
         Mistake(_random_may_be_the_mask, "draw the random id from the `vocab_size - 1` ids other than the mask: "
                 "a random replacement must never show the mask id."),
+        Mistake(_random_from_the_data, "draw the random id uniformly from the vocab_size - 1 ids other than the "
+                "mask, not from the ids of the sequence: those follow the text's frequencies (here 80% of them are "
+                "id 0), and a random replacement must not."),
+        Mistake(_chosen_in_pairs, "choose each position with its own draw: positions chosen together with a "
+                "neighbour keep the share right but are not independent, and a model learns to predict from "
+                "which neighbours are hidden."),
         Mistake(_random_never_the_original, "draw the random id uniformly from every id but the mask's, the "
                 "original included: it happens to be the original with probability 1 / (vocab_size - 1)."),
     ),
     forbidden=(mask_tokens,),
     seed_arg=3,
+    spread_case=1,
 )

@@ -20,6 +20,13 @@ _ORTHOGONALISERS = (newton_schulz, polar_factor, "torch.linalg.svd", "torch.svd"
                     "numpy.linalg.svd", "scipy.linalg.svd", "scipy.linalg.polar")
 
 
+# Functions that compute an SVD inside (a pseudo-inverse, least squares, a rank, a condition number): refused
+# where the statement rules out an SVD.
+_SVD_INSIDE = ("torch.linalg.pinv", "torch.pinverse", "torch.linalg.lstsq", "torch.linalg.matrix_rank",
+               "torch.linalg.cond", "numpy.linalg.pinv", "numpy.linalg.lstsq", "numpy.linalg.matrix_rank",
+               "numpy.linalg.cond")
+
+
 # --- an odd quintic with 1 as an attracting fixed point ----------------------------------------------
 
 def _quintic_reference(a):
@@ -102,7 +109,20 @@ def _no_root_at_all(G):
     return P.T if wide else P
 
 
-check_polar_from_gram = Checker(
+class _NoSVDChecker(Checker):
+    """A ``Checker`` whose refusal of a function that computes an SVD inside says so."""
+
+    def _run(self, fn, args, label, forbidden):
+        got, problem = super()._run(fn, args, label, forbidden)
+        if problem is not None and problem.outcome is Outcome.REFUSED and any(
+                f"{name.rsplit('.', 1)[-1]}`" in problem.text for name in _SVD_INSIDE):
+            problem = problem.extended("That function computes a singular value decomposition inside, and the "
+                                       "exercise asks for the factor without one: from torch.linalg.eigh of the "
+                                       "smaller Gram matrix.")
+        return got, problem
+
+
+check_polar_from_gram = _NoSVDChecker(
     name="polar_from_gram",
     doc="Check ``fn(G) -> U @ Vh``: the orthogonal factor of ``G = U S V^T`` (``G`` ``(m, n)`` float64 of full rank), "
         "computed from an eigendecomposition of the smaller Gram matrix, without an SVD; the result ``(m, n)``.",
@@ -117,7 +137,7 @@ check_polar_from_gram = Checker(
         Mistake(_no_root_at_all, "scaling by the largest singular value keeps the others smaller than 1: every "
                 "singular value of U V^T is 1, so divide each direction by its own s."),
     ),
-    forbidden=_ORTHOGONALISERS,
+    forbidden=(*_ORTHOGONALISERS, *_SVD_INSIDE),
 )
 
 
@@ -160,6 +180,10 @@ def _whole(x: object) -> int | None:
     return int(value) if math.isfinite(value) and value == int(value) else None
 
 
+def _cost_reference() -> tuple[int, int]:
+    raise NotImplementedError  # never called: the check computes its numbers from the arguments it is given
+
+
 def check_muon_cost(fn: Callable[[], tuple[int, int]], ns_flops: float, training_flops: float,
                     batch: int) -> Verdict:
     """Check ``fn() -> (windows, width)``: (a) the smallest batch, in windows of 64 characters, at which Newton-Schulz's
@@ -167,13 +191,16 @@ def check_muon_cost(fn: Callable[[], tuple[int, int]], ns_flops: float, training
     of ``batch`` windows); (b) the smallest width ``d``, a multiple of 8, at which chapter 17's model (four blocks,
     ``d_ff = 4d``) at that batch spends as many operations on Newton-Schulz as on the passes."""
     name = "muon_cost"
-    try:
-        answer = fn()
-    except NotImplementedError:
+    # The answer runs under the watch every checker uses: this module's counts (the reference) and the rest of
+    # the package are refused, so the numbers must come from the learner's own arithmetic.
+    watched = Checker(name=name, doc=check_muon_cost.__doc__ or "", reference=_cost_reference, cases=(),
+                      forbidden=(_newton_schulz_flops, _ratio_at_width, _smallest_windows, _smallest_width))
+    answer, problem = watched._run(fn, (), "the cost exercise", watched.forbidden)
+    if problem is not None and problem.outcome is Outcome.NOT_ATTEMPTED:
         return Verdict(False, f"{name}: not attempted yet (it raises NotImplementedError). Replace the `raise` line "
                               "with your code and run the cell again.", attempted=False)
-    except Exception as exc:
-        return Verdict(False, f"{name}: raised {type(exc).__name__}: {exc}", outcome=Outcome.ERROR)
+    if problem is not None:
+        return Verdict(False, f"{name}: {problem.text}", outcome=problem.outcome)
     if not isinstance(answer, (tuple, list)) or len(answer) != 2:
         return Verdict(False, f"{name}: expected two numbers, (windows, width), got {answer!r:.80}.",
                        outcome=Outcome.WRONG_FORM)
@@ -181,12 +208,14 @@ def check_muon_cost(fn: Callable[[], tuple[int, int]], ns_flops: float, training
     if windows is None or width is None:
         return Verdict(False, f"{name}: expected two whole numbers, (windows, width), got {answer!r:.80}.",
                        outcome=Outcome.WRONG_FORM)
+    # A wrong number is told on which side of the right one it lies, and nothing more: a share printed for one
+    # batch would give the answer away (the smallest batch is that share times the batch over 10%, rounded up).
     problems = []
-    share = ns_flops / (windows * training_flops / batch) if windows > 0 else math.inf
+    over = windows <= 0 or ns_flops > 0.1 * windows * training_flops / batch
     if windows <= 0:
         problems.append(f"(a) {windows} is not a positive number of windows")
-    elif share > 0.1:
-        problems.append(f"(a) at {windows} windows Newton-Schulz adds {share:.1%} to the passes, more than 10%")
+    elif over:
+        problems.append(f"(a) at {windows} windows Newton-Schulz adds more than 10% to the passes")
     elif windows != _smallest_windows(ns_flops, training_flops, batch):
         problems.append(f"(a) {windows} windows keep Newton-Schulz under 10%, but so does a smaller batch")
     if width % 8 or width <= 0:

@@ -61,8 +61,10 @@ def _targets_cases() -> list[Case]:
         Case("a single token", (torch.tensor([2]),)),
     ]
     cases.append(Case("20 random tokens of 4", (torch.randint(4, (20,), generator=g),)))
-    # ids up to 64, as chapter 17's 65 characters give: a table sized by the chapter's V = 32 is too small
-    cases.append(Case("33 random tokens among the ids 50 to 64", (torch.randint(50, 65, (33,), generator=g),)))
+    # ids up to 64, as chapter 17's 65 characters give, and far beyond, as a BPE vocabulary's: a table sized by
+    # the chapter's V = 32, or by chapter 17's 65, is too small
+    ids = torch.cat([torch.randint(50, 65, (33,), generator=g), torch.tensor([50_000, 60, 50_000, 1_000, 60])])
+    cases.append(Case("38 tokens among the ids 50 to 64, 1,000 and 50,000 (a large vocabulary)", (ids,)))
     return cases
 
 
@@ -93,6 +95,9 @@ class _PositionsChecker(Checker):
         return got, problem
 
 
+_BEYOND_THE_TABLE = ("a token id can be any whole number, beyond the chapter's vocabulary (50,000 here): key a dict "
+                     "by the token, or size a table by ids.max() + 1.")
+
 check_induction_targets_by_hand = _PositionsChecker(
     name="induction_targets_by_hand",
     doc="Check ``fn(ids) -> targets``: for a 1-D integer tensor ``ids`` of length T, ``targets[t]`` is the "
@@ -112,6 +117,7 @@ check_induction_targets_by_hand = _PositionsChecker(
                 "position)."),
     ),
     forbidden=(induction_targets,),
+    error_hints=tuple((words, _BEYOND_THE_TABLE) for words in ("out of bounds", "index out of range")),
 )
 
 
