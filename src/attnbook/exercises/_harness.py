@@ -1025,6 +1025,15 @@ def _single_precision(x: Any) -> bool:
     return isinstance(dtype, np.dtype) and dtype.kind == "f" and dtype.itemsize <= 4
 
 
+def _passed_through_float32(exp: np.ndarray, got: np.ndarray) -> bool:
+    """Whether a float64 answer was computed in float32 and converted back: each of its values is a float32 number,
+    while the expected ones are not (a value of float64 falls on float32's grid by chance about once in 5e8)."""
+    if got.dtype != np.float64 or exp.dtype.kind != "f" or got.size == 0 or not np.isfinite(got).all():
+        return False
+    on_grid = got.astype(np.float32).astype(np.float64) == got
+    return bool(on_grid.all()) and not bool((exp.astype(np.float32).astype(np.float64) == exp).all())
+
+
 def _tolerance_note(exp: np.ndarray, got: np.ndarray, atol: float, rtol: float, single: bool = False) -> str:
     """For a near miss of real numbers, the largest difference against what the check allows there; ``single``:
     the answer or the expected one (which has the inputs' dtype) is in float32 or narrower, so that a relative
@@ -1115,7 +1124,7 @@ def _compare(expected: Any, got: Any, atol: float, rtol: float, equal_nan: bool 
         exp_f, got_f = exp.astype(np.float64), got_arr.astype(np.float64)
         if np.allclose(got_f, exp_f, atol=atol, rtol=rtol, equal_nan=equal_nan):
             return None
-    single = _single_precision(got) or _single_precision(expected)
+    single = _single_precision(got) or _single_precision(expected) or _passed_through_float32(exp, got_arr)
     note = "" if exact else _tolerance_note(exp, got_arr, atol, rtol, single)
     if exp.size > 12:
         # A big array in full would bury the message: point at the worst entry instead.
