@@ -21,24 +21,24 @@ of such a function would find its data overwritten. Each call has a time limit (
 seconds, ``TIME_LIMIT`` by default).
 
 An exercise asks the learner to write something, so an answer that hands the work to a ready-made
-implementation proves nothing. While the learner's function runs, a profile hook (``sys.setprofile``)
-sees every call it makes, whatever name or alias it goes through, and a policy refuses, with a sentence
-naming the call and the reason: any call into ``attnbook`` (the book's package, its checkers and their
-references included), SciPy, scikit-learn, Hugging Face ``transformers``, ``torch.func`` and forward-mode
-automatic differentiation, and the checker's ``forbidden`` functions (the PyTorch and NumPy functions that
-implement the exercise). Three more refusals concern calls made by the answer's own code (not by PyTorch's
-code calling its own parts): starting a thread or using a pool of threads or processes (the hook watches one
-thread, so work handed to another would go unseen; a thread started before the call and fed through a
-queue is the one route left); PyTorch's private and
-operator-level entry points (``torch.ops``, ``torch._softmax``, ``torch._C._nn.cross_entropy_loss``,
-autograd's ``_execution_engine``), which do what the public functions an exercise refuses do; and, in the
-NumPy exercises of Part I (``numpy_only``, the default for the checker modules of chapters 1 to 11), any
-call into PyTorch. The last one is a refusal rather than a wider measurement because a NumPy exercise's
-checks are about NumPy: its memory budgets (``BudgetChecker``) are measured by ``tracemalloc``, which
-sees NumPy's and Python's allocations but not PyTorch's, and its ``forbidden`` lists name NumPy's ready-made
-routes, while PyTorch offers a softmax, a cosine similarity or an attention in one call under many names.
-A checker with ``real_only`` also refuses complex numbers in the answer's arguments and local variables
-(a complex-step derivative where the exercise asks for one worked out).
+implementation proves nothing. While the learner's function runs, a profile hook (``sys.setprofile``) sees
+every call it makes, whatever name or alias it goes through, and a policy refuses, with a sentence naming
+the call and the reason: any call into ``attnbook`` (the book's package, its checkers and their references
+included), SciPy, scikit-learn, Hugging Face ``transformers``, ``torch.func`` and forward-mode automatic
+differentiation, and the checker's ``forbidden`` functions (the PyTorch and NumPy functions that implement
+the exercise). Three more refusals concern calls made by the answer's own code (not by PyTorch's code
+calling its own parts): starting a thread or using a pool of threads or processes (the hook watches one
+thread, so work handed to another would go unseen; a thread started before the call and fed through a queue
+is the one route left); PyTorch's private and operator-level entry points (``torch.ops``,
+``torch._softmax``, ``torch._C._nn.cross_entropy_loss``, autograd's ``_execution_engine``), which do what
+the public functions an exercise refuses do; and, in the NumPy exercises of Part I (``numpy_only``, the
+default for the checker modules of chapters 1 to 11), any call into PyTorch. The last one is a refusal
+rather than a wider measurement because a NumPy exercise's checks are about NumPy: its memory budgets
+(``BudgetChecker``) are measured by ``tracemalloc``, which sees NumPy's and Python's allocations but not
+PyTorch's, and its ``forbidden`` lists name NumPy's ready-made routes, while PyTorch offers a softmax, a
+cosine similarity or an attention in one call under many names. A checker with ``real_only`` also refuses
+complex numbers in the answer's arguments and local variables (a complex-step derivative where the exercise
+asks for one worked out).
 
 What an exercise allows is declared in its checker (``allowed``) and printed in
 the refusal; the functions and objects a check passes to the learner's function (a model, a step
