@@ -36,7 +36,9 @@ def test_answers_written_another_way_pass():
         return anp.softmax(2 * Qs @ Ks.T - np.sum(Ks**2, axis=1), axis=1) @ V
 
     assert check_weighted_distance_attention(through_square_roots)
-    assert check_loo_predictions(loop_loo)
+    # Right values from a loop over the pairs: the statement rules the loop out, and the call count finds it.
+    verdict = check_loo_predictions(loop_loo)
+    assert not verdict and "loops over the pairs" in verdict.message, verdict.message
 
 
 # --- an answer that calls the package is refused by name -------------------------------------------

@@ -32,8 +32,11 @@ def count_by_torch(d_model, d_kv, h, d_head):
 
 def test_answers_computed_another_way_pass():
     assert check_head_circuits(circuits_by_loop)
-    assert check_head_circuits(circuits_by_torch)
-    assert check_mha_parameters(count_by_torch)
+
+
+def test_answers_in_torch_are_refused_in_a_numpy_exercise():
+    for verdict in (check_head_circuits(circuits_by_torch), check_mha_parameters(count_by_torch)):
+        assert not verdict and "written in NumPy" in verdict.message, verdict.message
 
 
 def test_delegating_to_the_package_is_refused_by_name():

@@ -21,9 +21,10 @@ def _neighbour_cases() -> list[Case]:
     cases = [
         Case("the toy embeddings, k=3", (E, 3)),
         # The last row is parallel to the first: its cosine with row 0 is 1, as with itself, so sorting and then
-        # dropping the first column may drop row 0 and keep the row itself.
-        Case("five 2-D rows [[1, 0], [0, 1], [1, 1], [-1, 0.2], [2, 0]] (the last parallel to the first), k=2",
-             (np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.2], [2.0, 0.0]]), 2)),
+        # dropping the first column may drop row 0 and keep the row itself. Rows 1 to 3 lie nearer one another
+        # than to rows 0 and 4 (whose cosines with any row are equal), so that no row's k best hold a tie.
+        Case("five 2-D rows [[1, 0], [0, 1], [-1, 1], [-1, 0.2], [2, 0]] (the last parallel to the first), k=2",
+             (np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 1.0], [-1.0, 0.2], [2.0, 0.0]]), 2)),
     ]
     # Lengths spread over two orders of magnitude: ranking by dot product then differs from cosine.
     lengths = np.exp(rng.uniform(-2.3, 2.3, size=(9, 1)))
@@ -64,6 +65,12 @@ def _worst_first(E: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(S, axis=1, kind="stable")[:, :k]
 
 
+def _first_column_dropped(E: np.ndarray, k: int) -> np.ndarray:
+    # Sorted with the row itself among the candidates, then the first column dropped as if it were always the row
+    # itself: a row parallel to another ties with it at cosine 1 and may come second.
+    return _top(_cosines(E), k + 1)[:, 1:]
+
+
 def _columns_normalised(E: np.ndarray, k: int) -> np.ndarray:
     unit = E / np.linalg.norm(E, axis=0, keepdims=True)
     S = unit @ unit.T
@@ -79,6 +86,9 @@ check_neighbours = Checker(
     cases=_neighbour_cases(),
     mistakes=(
         Mistake(_with_self, "every word is its own best match (cosine 1): leave row i out of row i's candidates."),
+        Mistake(_first_column_dropped, "dropping the first column of the sorted cosines assumes each row comes "
+                "first in its own list; a row parallel to it has cosine 1 too and may come first. Rule row i out "
+                "of its own candidates before sorting."),
         Mistake(_by_dot, "rank by cosine, not by dot product: a long vector wins dot products whatever its "
                 "direction."),
         Mistake(_worst_first, "best first: sort by decreasing similarity."),

@@ -22,8 +22,9 @@ def _row_cases() -> list[Case]:
         Case("one row, S=[[2, 1, 0.5, -1, 3]]", (np.array([[2.0, 1.0, 0.5, -1.0, 3.0]]),)),
         # Rows 2000 apart: one maximum for the whole matrix leaves the lower row with exp(...) = 0 everywhere.
         Case("S=[[0, 1], [-2000, -1999]]", (np.array([[0.0, 1.0], [-2000.0, -1999.0]]),)),
-        Case("S=[[1000, 1001, 1002], [-1000, -1001, -1002]]",
-             (np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1001.0, -1002.0]]),)),
+        # The last row spreads over 1600: shifted by its mean, 800, its largest score still overflows exp.
+        Case("S=[[1000, 1001, 1002], [-1000, -1001, -1002], [0, 1600, 800]]",
+             (np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1001.0, -1002.0], [0.0, 1600.0, 800.0]]),)),
         Case("S=[[0, -inf, 1], [-inf, 5, -inf]] (-inf: ruled out)",
              (np.array([[0.0, -inf, 1.0], [-inf, 5.0, -inf]]),)),
     ]
@@ -56,6 +57,25 @@ def _max_without_keepdims(S: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _finite_mean(S: np.ndarray) -> np.ndarray:
+    """Each row's mean over its finite scores (the -inf of a ruled-out entry left out)."""
+    return np.nanmean(np.where(np.isfinite(S), S, np.nan), axis=1, keepdims=True)
+
+
+def _mean_shift(S: np.ndarray) -> np.ndarray:
+    e = np.exp(S - _finite_mean(S))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _plain_mean_shift(S: np.ndarray) -> np.ndarray:
+    e = np.exp(S - S.mean(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+_BY_THE_MAXIMUM = ("shift by the row's largest score, not its mean: a score more than 709.78 above the mean still "
+                   "overflows exp in float64, whereas after subtracting the largest score no exponent is above 0.")
+
+
 check_softmax_rows = Checker(
     name="softmax_rows",
     doc="Check ``fn(S) -> W``: the softmax of every row of ``S`` (shape (n, k)), without overflow; entries of "
@@ -70,6 +90,8 @@ check_softmax_rows = Checker(
         Mistake(_normalised_down_columns, "each row is one softmax: its weights, along axis=1, sum to 1."),
         Mistake(_max_without_keepdims, "S.max(axis=1) has shape (n,) and lines up with the columns when "
                 "broadcast: keep the reduced axis so that row i loses its own maximum."),
+        Mistake(_mean_shift, _BY_THE_MAXIMUM),
+        Mistake(_plain_mean_shift, _BY_THE_MAXIMUM),
     ),
     forbidden=_SOFTMAXES,
 )
@@ -87,7 +109,8 @@ def _log_cases() -> list[Case]:
         Case("S=[[1000, 1000], [-1000, -1000]]", (np.array([[1000.0, 1000.0], [-1000.0, -1000.0]]),)),
         Case("S=[[0, -inf, 1], [3, 2, -inf]] (-inf: ruled out)",
              (np.array([[0.0, -inf, 1.0], [3.0, 2.0, -inf]]),)),
-        Case("S=[[-800, 0, 5], [2000, 1990, 1000]]", (np.array([[-800.0, 0.0, 5.0], [2000.0, 1990.0, 1000.0]]),)),
+        # The second row spreads over 2200: shifted by its mean, 1263.3, its largest score still overflows exp.
+        Case("S=[[-800, 0, 5], [2000, 1990, -200]]", (np.array([[-800.0, 0.0, 5.0], [2000.0, 1990.0, -200.0]]),)),
     ]
     for n, k in ((3, 5), (2, 9)):
         cases.append(Case(f"random scores of shape ({n}, {k})", (rng.normal(scale=3.0, size=(n, k)),)))
@@ -115,6 +138,16 @@ def _unshifted_log(S: np.ndarray) -> np.ndarray:
     return S - np.log(np.exp(S).sum(axis=1, keepdims=True))
 
 
+def _mean_shifted_log(S: np.ndarray) -> np.ndarray:
+    m = _finite_mean(S)
+    return S - m - np.log(np.exp(S - m).sum(axis=1, keepdims=True))
+
+
+def _plain_mean_shifted_log(S: np.ndarray) -> np.ndarray:
+    m = S.mean(axis=1, keepdims=True)
+    return S - m - np.log(np.exp(S - m).sum(axis=1, keepdims=True))
+
+
 check_log_softmax_rows = Checker(
     name="log_softmax_rows",
     doc="Check ``fn(S) -> log W``: the logarithm of the softmax of every row of ``S`` (shape (n, k)), finite "
@@ -126,10 +159,16 @@ check_log_softmax_rows = Checker(
                 "never form the weights; subtract the logarithm of the denominator from the scores."),
         Mistake(_max_once, "you took the maximum out of the sum but never put it back: log(sum(exp(s))) is "
                 "the maximum plus the logarithm of the shifted sum."),
+        # Before the unshifted sum: on the row that spreads over 2200 both give -inf everywhere, and an answer
+        # without any shift fails earlier, on [1000, 1000].
+        Mistake(_mean_shifted_log, _BY_THE_MAXIMUM),
+        Mistake(_plain_mean_shifted_log, _BY_THE_MAXIMUM),
         Mistake(_unshifted_log, "exp overflows for scores in the hundreds: take each row's maximum out of the "
                 "sum first."),
     ),
-    forbidden=(*_SOFTMAXES, "torch.log_softmax", "torch.nn.functional.log_softmax"),
+    # np.logaddexp.reduce is the logarithm of a sum of exponentials in one call: the denominator the exercise
+    # asks for.
+    forbidden=(*_SOFTMAXES, "torch.log_softmax", "torch.nn.functional.log_softmax", np.logaddexp.reduce),
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnbook.data import grades_and_salaries
-from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake
+from attnbook.exercises._harness import BudgetChecker, Case, Mistake
 from attnbook.numpy import scaled_dot_product_attention, soft_lookup, softmax
 from attnbook.numpy.scoring import attention_with
 
@@ -158,13 +158,25 @@ def _zeroed_after_softmax(keys, values, sharpness) -> np.ndarray:
     return W @ values
 
 
+def _every_equal_key_left_out(keys, values, sharpness) -> np.ndarray:
+    S = _scores(keys, sharpness)
+    S[keys[:, None] == keys[None, :]] = -np.inf  # every pair under the same key, not pair i alone
+    return softmax(S, axis=1) @ values
+
+
+def _loo_big_case() -> Case:
+    rng = np.random.default_rng(305)
+    x = np.sort(rng.uniform(0.0, 6.0, size=300))
+    return Case("300 random keys, noisy sine values, sharpness=3", (x, np.sin(x) + rng.normal(size=300), 3.0))
+
+
 def _loo_unshifted(keys, values, sharpness) -> np.ndarray:
     S = _scores(keys, sharpness)
     np.fill_diagonal(S, -np.inf)
     return _unshifted_weights(S) @ values
 
 
-check_loo_predictions = Checker(
+check_loo_predictions = BudgetChecker(
     name="loo_predictions",
     allowed=(softmax,),
     doc="Check ``fn(keys, values, sharpness) -> (n,)``: entry ``i`` is the soft lookup of ``keys[i]`` in the "
@@ -177,6 +189,12 @@ check_loo_predictions = Checker(
                 "than 1: rule the pair out before the softmax."),
         Mistake(_loo_unshifted, "far from every other key, exp of each score underflows to 0 and 0/0 is NaN: "
                 "subtract each row's largest score before exp."),
+        Mistake(_every_equal_key_left_out, "leave out pair i alone: another pair under an equal key stays in "
+                "the table, so rule out the diagonal of the score matrix, not every entry whose keys are equal."),
     ),
     forbidden=(soft_lookup,),
+    big_case=_loo_big_case(),
+    calls_budget=60,  # a handful per array operation; a loop over the 300 pairs makes 300 at the least
+    calls_hint="it loops over the pairs in Python, which the statement rules out. Build the (n, n) scores of "
+               "every key against every key at once and rule out the diagonal before one softmax of the rows.",
 )

@@ -89,7 +89,8 @@ check_temperature_gradient = Checker(
     allowed=(softmax,),  # the forward pass; the derivative is the exercise
     doc="Check ``fn(s, g, tau) -> float``: ``s`` scores of shape ``(..., n)``, ``p = softmax(s / tau)`` over the "
         "last axis with one temperature ``tau`` for every row, ``g = dL/dp`` of the shape of ``s``; returns "
-        "``dL/dtau``, one number, without autograd or a Jacobian.",
+        "``dL/dtau``, one number, without autograd or a Jacobian, and worked out rather than estimated (finite "
+        "differences fall outside the tolerance of 1e-12 relative; complex steps are refused).",
     reference=_temperature_gradient,
     cases=_temperature_cases(),
     mistakes=(
@@ -105,7 +106,12 @@ check_temperature_gradient = Checker(
                           "contributions."),
         Mistake(_mean_over_rows, "the loss adds the rows' contributions: sum them, do not average."),
     ),
-    atol=1e-10,
+    # The formula in float64 agrees with autograd to within 1e-13 of the gradient on these cases; central finite
+    # differences come no closer than about 2e-11 at their best step, and five-point ones no closer than 3e-11
+    # on the scores in the hundreds, so a tolerance of 1e-12 tells a derivative from its numerical estimate.
+    atol=1e-14,
+    rtol=1e-12,
+    real_only=True,
     forbidden=(softmax_jacobian, softmax_backward, *_AUTOGRAD),
 )
 
@@ -122,6 +128,10 @@ def _second_moment(d: int, var_q: float, var_k: float, rho: float) -> float:
     return 1.0 / math.sqrt(d * var_q * var_k * (1.0 + 2.0 * rho * rho))
 
 
+def _linear_in_rho(d: int, var_q: float, var_k: float, rho: float) -> float:
+    return 1.0 / math.sqrt(d * var_q * var_k * (1.0 + rho))
+
+
 def _variances_as_stds(d: int, var_q: float, var_k: float, rho: float) -> float:
     return 1.0 / (var_q * var_k * math.sqrt(d * (1.0 + rho * rho)))
 
@@ -133,13 +143,17 @@ check_correlated_scale = Checker(
         "correlation ``rho``.",
     reference=_correlated_scale,
     cases=[Case(f"d={d}, var_q={vq}, var_k={vk}, rho={r}", (d, vq, vk, r))
-           for d, vq, vk, r in ((64, 1.0, 1.0, 0.0), (64, 1.0, 1.0, 0.5), (16, 4.0, 0.25, 0.8),
+           # rho = 0.6 first: at 0.5, 1 + rho and 1 + 2 rho^2 are equal, and the hint could not tell them apart.
+           for d, vq, vk, r in ((64, 1.0, 1.0, 0.0), (64, 1.0, 1.0, 0.6), (16, 4.0, 0.25, 0.8),
                                 (512, 2.0, 3.0, -0.3), (1, 1.0, 1.0, 1.0), (128, 0.5, 0.5, -0.9))],
     mistakes=(
         Mistake(_ignores_rho, "with correlated q_i and k_i the products q_i k_i no longer have variance "
                               "var_q var_k: work out E[q_i^2 k_i^2] for jointly Gaussian entries."),
         Mistake(_second_moment, "the variance of q_i k_i is its second moment minus the square of its mean, "
                                 "and its mean is no longer 0."),
+        Mistake(_linear_in_rho, "E[q_i k_i] = rho sqrt(var_q var_k), and E[q_i^2 k_i^2] = var_q var_k (1 + 2 "
+                                "rho^2) for jointly Gaussian entries: the correlation enters the variance "
+                                "squared, not as 1 + rho."),
         Mistake(_variances_as_stds, "the arguments are variances: a product's standard deviation involves "
                                     "their square roots."),
     ),

@@ -20,6 +20,11 @@ def _reach_ignores_dilation(T: int, window: int, dilation: int) -> np.ndarray:
     return (np.abs(i - j) <= window) & ((i - j) % dilation == 0)
 
 
+def _strict_reach(T: int, window: int, dilation: int) -> np.ndarray:
+    i, j = np.indices((T, T))
+    return (np.abs(i - j) < window * dilation) & ((i - j) % dilation == 0)
+
+
 def _no_gaps(T: int, window: int, dilation: int) -> np.ndarray:
     i, j = np.indices((T, T))
     return np.abs(i - j) <= window * dilation
@@ -54,6 +59,8 @@ check_dilated_mask = Checker(
     mistakes=(
         Mistake(_reach_ignores_dilation, "the window counts steps of `dilation` positions: the farthest key "
                                          "allowed stands window * dilation positions away."),
+        Mistake(_strict_reach, "the farthest keys, window * dilation positions away, belong to the window: "
+                               "compare the offset with <=, not <."),
         Mistake(_no_gaps, "a dilated window skips keys: only offsets that are multiples of the dilation are "
                           "allowed."),
         Mistake(_one_sided, "the window looks both ways, at keys before and after the query."),
@@ -110,6 +117,10 @@ def _bias_outside(Q, K, W_q, W_k, b, v) -> np.ndarray:
     return np.tanh((Q @ W_q)[:, :, None, :] + (K @ W_k)[:, None, :, :]) @ v + b @ v
 
 
+def _bias_twice(Q, K, W_q, W_k, b, v) -> np.ndarray:
+    return np.tanh((Q @ W_q + b)[:, :, None, :] + (K @ W_k + b)[:, None, :, :]) @ v
+
+
 def _tanh_of_each_part(Q, K, W_q, W_k, b, v) -> np.ndarray:
     # tanh taken of the query's part and of the key's part apart, then added
     return (np.tanh(Q @ W_q + b)[:, :, None, :] + np.tanh(K @ W_k)[:, None, :, :]) @ v
@@ -145,6 +156,8 @@ check_batched_additive_scores = BudgetChecker(
         Mistake(_no_v, "v weights each hidden unit before they are summed: a dot product with v, not a plain sum."),
         Mistake(_keys_in_rows, "query i's scores fill row i: the query axis comes before the key axis."),
         Mistake(_bias_outside, "b is added inside the tanh, to each pair's hidden vector."),
+        Mistake(_bias_twice, "b is added once to each pair's hidden vector: adding it to the query's projection "
+                             "and again to the key's counts it twice."),
         Mistake(_tanh_of_each_part, _TANH_OF_SUM),
         Mistake(_tanh_of_each_part_bias_after, _TANH_OF_SUM),
         Mistake(_across_the_batch, _OWN_SEQUENCE),

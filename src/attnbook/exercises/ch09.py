@@ -38,6 +38,10 @@ def _keys_values_from_queries_width(d_model: int, d_kv: int, h: int, d_head: int
     return _count(d_model, d_model, h, d_head)
 
 
+def _head_width_from_d_model(d_model: int, d_kv: int, h: int, d_head: int) -> int:
+    return _count(d_model, d_kv, h, d_model // h)
+
+
 def _self_attention_formula(d_model: int, d_kv: int, h: int, d_head: int) -> int:
     return 4 * d_model * d_model + 4 * d_model
 
@@ -59,6 +63,8 @@ check_mha_parameters = Checker(
         Mistake(_no_output_bias, "the output projection is a linear map with a bias too: d_model more numbers."),
         Mistake(_keys_values_from_queries_width, "the keys and values are projected from the context's tokens, of "
                                                  "width d_kv: their matrices have d_kv rows, not d_model."),
+        Mistake(_head_width_from_d_model, "each head has the width d_head it is given, which need not be "
+                                          "d_model / h: the projections have h d_head columns."),
         Mistake(_self_attention_formula, "4 d_model^2 + 4 d_model holds only when d_kv = d_model and h d_head = "
                                          "d_model; count each projection from its input and output widths."),
     ),

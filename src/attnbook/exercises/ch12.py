@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import Case, Checker, Mistake, Outcome, Problem
 from attnbook.exercises._modules import (
     ModuleCase,
     ModuleChecker,
@@ -178,7 +182,10 @@ check_smoothed_ce_grad = Checker(
         Mistake(_smoothed_over_the_others, "PyTorch spreads the smoothing uniformly over all V classes, the "
                 "target included."),
     ),
-    atol=1e-10,
+    # The formula in float64 agrees with autograd to about 1e-16; float32's rounding (about 1e-7 relative) does
+    # not pass, since the inputs are float64.
+    atol=1e-12,
+    rtol=1e-9,
     forbidden=("torch.autograd.backward", "torch.autograd.grad", "torch.autograd.functional.vjp",
                "torch.autograd.functional.jacobian", "torch.func.grad", "torch.func.vjp"),
 )
@@ -210,7 +217,27 @@ def _mqa_cases() -> list[ModuleCase]:
     ]
 
 
-check_multi_query_attention = ModuleChecker(
+_MASK_SHAPE = ("a padding mask (B, 1, T) lines up with the scores (B, n_heads, T, T) from the right, so its batch "
+               "axis meets the head axis: give a mask with a batch axis a head axis too, (B, 1, 1, T) or (B, 1, T, T), "
+               "before the attention broadcasts it over the heads.")
+
+
+@dataclass(repr=False)
+class _MaskChecker(ModuleChecker):
+    """A ``ModuleChecker`` that explains a size mismatch raised on a case with a mask of three axes."""
+
+    def _run(self, fn: Any, args: tuple[Any, ...], what: str, label: str, extra_allowed: Sequence[Any] = ()
+             ) -> tuple[Any, Problem | None]:
+        got, problem = super()._run(fn, args, what, label, extra_allowed)
+        masks = [a for a in args if isinstance(a, torch.Tensor) and a.dtype == torch.bool]
+        if (problem is not None and problem.outcome is Outcome.ERROR
+                and any(words in problem.text for words in ("must match the size", "does not fit", "broadcast"))
+                and any(m.dim() == 3 for m in masks)):
+            problem = problem.extended(f"Hint: {_MASK_SHAPE}")
+        return got, problem
+
+
+check_multi_query_attention = _MaskChecker(
     name="MultiQueryAttention",
     doc="Check the class ``MultiQueryAttention(d_model, n_heads)``: ``nn.Linear`` submodules ``w_q`` "
         "``(d_model -> d_model)``, ``w_k`` and ``w_v`` ``(d_model -> d_head)`` with ``d_head = d_model / n_heads``, "
