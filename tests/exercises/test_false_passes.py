@@ -235,3 +235,24 @@ def test_distance_attention_through_the_array_of_differences_is_refused_for_its_
         return (w / w.sum(axis=1, keepdims=True)) @ V
 
     _wrong(check_weighted_distance_attention(by_differences), "(m, n, d) array of differences")
+
+
+def _lora_stages(x, W, b, rank, alpha, A, B, scaling=None, flatten=False):
+    """A LoRA layer's three stages (as built, A and B set, merged) from tensor operations; ``scaling`` replaces
+    alpha / r, ``flatten`` returns the rows of x flattened into one batch axis."""
+    s = alpha / rank if scaling is None else scaling
+    rows = x.reshape(-1, x.shape[-1]) if flatten else x
+    frozen = rows @ W + b
+    return torch.stack([frozen, frozen + s * (rows @ A) @ B, rows @ (W + s * A @ B) + b])
+
+
+def test_an_adapter_that_ignores_alpha_or_the_batch_axes_is_refused():
+    from attnbook.exercises.ch27 import check_lora_stages
+
+    assert check_lora_stages(_lora_stages), check_lora_stages(_lora_stages).message
+    # a scale of 1 is right only where alpha = r (the second case), and the first has alpha = 2 r
+    _wrong(check_lora_stages(lambda *args: _lora_stages(*args, scaling=1.0)), "stage 2 of 3", "rank 2, alpha 4")
+    # rows flattened: right on the 2-D cases, a shape off on the batched ones
+    verdict = check_lora_stages(lambda *args: _lora_stages(*args, flatten=True))
+    _wrong(verdict, "(2, 3, 8)")
+    assert verdict.outcome is Outcome.WRONG_SHAPE, verdict.message

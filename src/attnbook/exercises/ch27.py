@@ -2,14 +2,31 @@
 
 The adapter closest to a fully fine-tuned matrix is checked against the package's
 ``closest_low_rank_weight``; the gradient of ``A`` against autograd through the package's ``LoRALinear``.
-Answers that call those (or autograd, or torch's randomised low-rank factorisations) are refused.
+Answers that call those (or autograd, or torch's randomised low-rank factorisations) are refused. The debugged
+adapter's three stages (as built, with its factors set, merged) are checked against ``LoRALinear``'s, and a
+verdict that fails names the first stage, the symptom, that still differs; the package and ``peft`` are refused.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 
-from attnbook.exercises._harness import Case, Checker, Mistake
+from attnbook.exercises._harness import (
+    Case,
+    Checker,
+    Mistake,
+    Outcome,
+    Problem,
+    _guarded_compare,
+    _resolve,
+    _values,
+    _Watch,
+)
+from attnbook.exercises._part5 import _PolicyWatch
 from attnbook.torch.linear import Linear
 from attnbook.torch.lora import LoRALinear, closest_low_rank_weight
 
@@ -148,4 +165,113 @@ check_lora_grad_a = Checker(
     atol=1e-9,
     forbidden=_AUTOGRAD,
 )
+# --- debugging an adapter: its three stages ------------------------------------------------------------------------
+
+# What each stage should show, as the chapter measures it: the symptom named when that stage differs.
+_SYMPTOMS = (
+    "as built, before any training, the adapted layer's output differs from the frozen layer's x W + b; a new "
+    "adapter must leave the layer it wraps unchanged",
+    "with A and B set, its output differs from x W + b + (alpha / r) x A B; look at the cases where alpha != r",
+    "after merge(), its output differs from its output before merging; merging moves the change into W, and the "
+    "output must stay what it was",
+)
+
+
+def _stages_of_the_package(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, rank: int, alpha: float,
+                           A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    # The package's LoRALinear around a Linear holding W and b: as built, with A and B set, merged.
+    with torch.random.fork_rng(devices=[]):  # leaves the caller's random numbers as they were
+        base = Linear(W.shape[0], W.shape[1]).to(W.dtype)
+        layer = LoRALinear(base, rank, alpha)
+    with torch.no_grad():
+        base.W.copy_(W)
+        base.b.copy_(b)
+        start = layer(x)
+        layer.A.copy_(A)
+        layer.B.copy_(B)
+        trained = layer(x)
+        layer.merge()
+        return torch.stack([start, trained, layer(x)])
+
+
+def _stages_mistake(variant: str):
+    def stages(x, W, b, rank, alpha, A, B):
+        scaling = rank / alpha if variant == "inverted" else alpha / rank
+        start = x @ W + b  # B = 0: the frozen layer's output
+        trained = x @ W + b + scaling * (x @ A) @ B
+        merged_scaling = 1.0 if variant == "merge_unscaled" else scaling
+        merged = x @ (W + merged_scaling * A @ B) + b
+        if variant == "counted_twice":  # forward still adds the adapter after merge()
+            merged = merged + scaling * (x @ A) @ B
+        return torch.stack([start, trained, merged])
+
+    stages.__name__ = f"stages_{variant}"
+    return stages
+
+
+def _stages_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(2729)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+    cases = []
+    for x_shape, d_out, rank, alpha in (((5, 6), 4, 2, 4.0), ((2, 3, 8), 8, 4, 4.0), ((3, 5), 7, 1, 16.0),
+                                        ((2, 4, 12), 10, 3, 1.5)):
+        d_in = x_shape[-1]
+        label = f"x of shape {x_shape}, d_out {d_out}, rank {rank}, alpha {alpha:g}"
+        cases.append(Case(label, (r(*x_shape), r(d_in, d_out), r(d_out), rank, alpha, r(d_in, rank), r(rank, d_out))))
+    return cases
+
+
+class _StagesChecker(Checker):
+    """A ``Checker`` whose answer returns three stages stacked on a first axis: a wrong value names the first
+    stage that differs with its symptom, and calls into Hugging Face ``peft`` are refused too."""
+
+    def watch(self, forbidden: Sequence[Callable[..., Any]], fn: Callable[..., Any], args: tuple[Any, ...]
+              ) -> _Watch:
+        plain = super().watch(forbidden, fn, args)  # the harness's watch: its allowances and trust
+        return _PolicyWatch(forbidden, self.reference, _resolve(self.allowed), args, trusted=plain.trusted)
+
+    def _check_case(self, fn: Callable[..., Any], case: Case, forbidden: Sequence[Callable[..., Any]] = (),
+                    hints: bool = True) -> Problem | None:
+        problem = super()._check_case(fn, case, forbidden, hints)
+        if problem is None or problem.outcome is not Outcome.WRONG_VALUE:
+            return problem
+        got, again = self._run(fn, copy.deepcopy(case.args), case.label, forbidden)
+        if again is not None:
+            return problem
+        expected = self.reference(*copy.deepcopy(case.args))
+        try:
+            values = _values(got)
+        except Exception:
+            return problem
+        for k, symptom in enumerate(_SYMPTOMS):
+            if _guarded_compare(expected[k], values[k], self.atol, self.rtol) is not None:
+                return Problem(problem.outcome, f"stage {k + 1} of 3: {symptom}. {problem.text}")
+        return problem
+
+
+check_lora_stages = _StagesChecker(
+    name="lora_stages",
+    doc="Check ``fn(x, W, b, rank, alpha, A, B) -> (3, ..., d_out)``: the outputs on ``x`` ``(..., d_in)`` of a "
+        "LoRA layer around the frozen weight ``W`` ``(d_in, d_out)`` and bias ``b`` ``(d_out,)``, stacked: as "
+        "built (before any training), with its factors set to ``A`` ``(d_in, r)`` and ``B`` ``(r, d_out)``, and "
+        "after merging them into its weight. The package's ``LoRALinear`` and ``add_lora`` and Hugging Face "
+        "``peft`` are refused.",
+    reference=_stages_of_the_package,
+    cases=_stages_cases(),
+    mistakes=(
+        Mistake(_stages_mistake("inverted"), "the scale is alpha / r, not r / alpha: the two agree only where "
+                "alpha = r."),
+        Mistake(_stages_mistake("counted_twice"), "after merge() the change is inside W: forward must then stop "
+                "adding the adapter's term, or it counts the change twice."),
+        Mistake(_stages_mistake("merge_unscaled"), "merge() adds the change the forward pass adds, (alpha / r) A "
+                "B, scaling included."),
+    ),
+    atol=1e-9,
+    forbidden=(LoRALinear.forward, LoRALinear.merge),
+)
+
+
 from attnbook.exercises._part5 import check_vit_with_lora, trace_names  # noqa: E402,F401  (Part V capstone)
