@@ -71,6 +71,7 @@ _NEED_TORCH = {
     "check_patches_to_images": "ch26",
     "check_lora_closest_weight": "ch27",
     "check_lora_grad_a": "ch27",
+    "check_lora_stages": "ch27",
     "check_induction_targets_by_hand": "ch28",
     "check_v_composition_by_hand": "ch28",
 }
@@ -112,6 +113,7 @@ __all__ = [
     "check_loo_predictions",
     "check_lora_closest_weight",
     "check_lora_grad_a",
+    "check_lora_stages",
     "check_mask_tokens_by_hand",
     "check_merge_partials",
     "check_mha_float_mask",
