@@ -19,7 +19,12 @@ from attnbook.exercises.ch07 import check_batched_additive_scores, check_dilated
 from attnbook.exercises.ch08 import check_cache_causal_mask, check_padded_attention
 from attnbook.exercises.ch09 import check_head_circuits, check_mha_parameters
 from attnbook.exercises.ch10 import check_conv_mixing_matrix, check_dilated_causal_conv
-from attnbook.exercises.ch11 import check_left_padded_positions, check_my_mha, check_offset_between, check_position_from_encoding
+from attnbook.exercises.ch11 import (
+    check_left_padded_positions,
+    check_my_mha,
+    check_offset_between,
+    check_position_from_encoding,
+)
 from attnbook.exercises.ch21 import check_rebase_rotary, check_ring_cache_mask
 
 # The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy
