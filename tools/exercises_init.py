@@ -82,7 +82,11 @@ def render() -> str:
     lines = [HEADER, "from attnbook._lazy import lazy_exports", "from attnbook.exercises._harness import Verdict"]
     for module, names in found.items():
         if free[module]:
-            lines.append(f"from attnbook.exercises.{module} import {', '.join(sorted(names))}")
+            line = f"from attnbook.exercises.{module} import {', '.join(sorted(names))}"
+            if len(line) > 120:  # wrapped as ruff's import sorting wraps a line past the length limit
+                line = "\n".join([f"from attnbook.exercises.{module} import ("]
+                                  + [f"    {name}," for name in sorted(names)] + [")"])
+            lines.append(line)
     lines += [
         "",
         "# The checkers of the chapters whose modules need PyTorch: imported on first use, so that the NumPy",
