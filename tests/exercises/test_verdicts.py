@@ -78,17 +78,18 @@ def test_a_near_miss_in_an_array_prints_digits_that_differ():
 
 
 def test_the_capstone_cannot_pass_when_its_training_target_cannot_be_checked(monkeypatch):
-    from test_exercises_ch17 import PARTS, loop
+    from test_exercises_ch17 import PARTS, OwnGPT, loop
 
     def unavailable():
         raise DataUnavailableError("Tiny Shakespeare is not here")
 
     monkeypatch.setattr(ch17, "_shakespeare_slices", unavailable)
-    for answer in (loop, PARTS):
-        verdict = ch17.check_train_loop_by_hand(answer)
-        assert not verdict and verdict.outcome is Outcome.CANNOT_CHECK, verdict.message
-        assert "all 3 checks passed" not in verdict.message
-        assert "could not be checked" in verdict.message and "not a pass" in verdict.message
+    verdict = ch17.check_train_loop_by_hand({**PARTS, "GPT": OwnGPT})
+    assert not verdict and verdict.outcome is Outcome.CANNOT_CHECK, verdict.message
+    assert "all 3 checks passed" not in verdict.message
+    assert "could not be checked" in verdict.message and "not a pass" in verdict.message
+    verdict = ch17.check_train_loop_by_hand(loop)  # a bare loop is refused before the target is reached
+    assert not verdict and "all 3 checks passed" not in verdict.message and "the dict of your parts" in verdict.message
 
 
 def test_the_schedule_case_at_the_last_step_ends_at_the_floor():
