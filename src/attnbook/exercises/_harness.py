@@ -53,6 +53,7 @@ does not pass.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import importlib
@@ -63,7 +64,7 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -323,22 +324,13 @@ class BudgetChecker(Checker):
         verdict = super().__call__(fn)
         if not verdict or self.big_case is None:
             return verdict
-        import tracemalloc
 
         args = copy.deepcopy(self.big_case.args)
         if self.watch(_resolve(self.forbidden), fn, args).trusted:
             return verdict  # a typical mistake, or an answer built from the reference in the tests
-        was_tracing = tracemalloc.is_tracing()
-        if not was_tracing:
-            tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        try:
+        with traced_peak() as held:
             _, problem = self._run(fn, args, self.big_case.label, _resolve(self.forbidden))
-            peak = tracemalloc.get_traced_memory()[1] - base
-        finally:
-            if not was_tracing:
-                tracemalloc.stop()
+        peak = held[0]
         if problem is not None:
             return Verdict(False, f"{self.name}: {problem.text}", outcome=problem.outcome)
         calls = self._last_watch.events
@@ -354,6 +346,26 @@ class BudgetChecker(Checker):
 
 
 _NOT_ATTEMPTED = "not attempted"
+
+
+@contextlib.contextmanager
+def traced_peak() -> Iterator[list[int]]:
+    """The most memory NumPy and Python held at once inside the ``with`` block, above what they held when it
+    began (``tracemalloc``): the list it yields holds that peak in bytes once the block has run to its end."""
+    import tracemalloc
+
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    held = [0]
+    try:
+        yield held
+        held[0] = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
 
 
 def _recorded(fn: Callable[..., Any]) -> tuple[Callable[..., Any], dict[str, Any]]:

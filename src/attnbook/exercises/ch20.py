@@ -12,7 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnbook.exercises._harness import Case, Checker, Mistake, Outcome, Verdict, _guarded_compare, _resolve
+from attnbook.exercises._harness import (
+    Case,
+    Checker,
+    Mistake,
+    Outcome,
+    Verdict,
+    _guarded_compare,
+    _resolve,
+    traced_peak,
+)
 from attnbook.numpy import flash_attention_backward, scaled_dot_product_attention, tiled_attention
 from attnbook.torch import flash_attention_backward as torch_flash_attention_backward
 
@@ -476,20 +485,12 @@ class _TiledChecker(Checker):
                                outcome=Outcome.WRONG_VALUE)
         Q, K, V, O, dO, lse, block = copy.deepcopy(self.big_case.args)  # noqa: E741
         allowed = 8 * len(Q) * len(K) // 2  # half a (T, T) matrix of float64 weights: far above the gradients
-        was_tracing = tracemalloc.is_tracing()
-        if not was_tracing:
-            tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
         try:
-            with np.errstate(all="ignore"):
+            with traced_peak() as held, np.errstate(all="ignore"):
                 fn(Q, K, V, O, dO, lse, block)
-            peak = tracemalloc.get_traced_memory()[1] - base
         except Exception:  # it passed the cases: a failure here would be the checker's problem, not a verdict
             return verdict
-        finally:
-            if not was_tracing:
-                tracemalloc.stop()
+        peak = held[0]
         if peak > allowed:
             return Verdict(False, f"{self.name}: the values are right, but on {self.big_case.label} it held "
                                   f"{peak / 2**20:.1f} MiB at once, more than half a (T, T) matrix of "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import tracemalloc
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +11,7 @@ import torch
 import attnbook.numpy as an
 import attnbook.torch as at
 from attnbook.exercises._capstone import PartsChecker
-from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake, _resolve
+from attnbook.exercises._harness import BudgetChecker, Case, Checker, Mistake, _resolve, traced_peak
 from attnbook.exercises.ch21 import _turn, check_rebase_rotary
 from attnbook.torch import rms_norm
 
@@ -574,17 +573,9 @@ def _held_by_step(fn, call) -> str | None:
     case = _long_cache_case()
     x_t, params, keys, values = case.args
     args = (x_t.copy(), dict(params), keys.copy(), values.copy())
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
+    with traced_peak() as held:
         call(*args)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
+    peak = held[0]
     if peak <= _STEP_BUDGET_MIB * 2**20:
         return None
     return (f"the values are right, but on {case.label} the step held {peak / 2**20:.1f} MiB at once, more than the "
